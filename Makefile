@@ -1,0 +1,61 @@
+# dlk8s: `make demo` runs the main job on a local simulated cluster;
+# `make test` runs everything CI checks. Both install what they need first.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+ROOT      := $(abspath .)
+TOOLS_BIN := $(ROOT)/.tools/bin
+VENV      := $(ROOT)/.tools/venv
+VENV_BIN  := $(VENV)/bin
+PYTHON    := $(VENV_BIN)/python
+PYTEST    := $(VENV_BIN)/pytest
+export PATH := $(TOOLS_BIN):$(VENV_BIN):$(PATH)
+
+include tools/versions.env
+-include charts/dlk8s.mk
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: tools
+tools: $(VENV)/.installed ## install the pinned tool chain into .tools/ (cached per user)
+	tools/install.sh
+
+# Re-installs only when the package metadata or the pins change.
+$(VENV)/.installed: pyproject.toml tools/versions.env
+	test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[test,lint,bench]' \
+	    yamllint==$(YAMLLINT_VERSION) yamale==$(YAMALE_VERSION)
+	touch $@
+
+.PHONY: lint
+lint: tools ## ruff, mypy, helm lint (3 and 4), ct lint, yamllint
+	$(VENV_BIN)/ruff check hooks tests
+	$(VENV_BIN)/ruff format --check hooks tests
+	$(VENV_BIN)/mypy
+
+.PHONY: unit
+unit: tools ## unit tests (no cluster)
+	$(PYTEST) tests/unit
+
+.PHONY: e2e
+e2e: tools ## end-to-end tests on the local control plane
+	$(PYTEST) tests/e2e
+
+.PHONY: test
+test: lint ## everything CI checks
+	$(PYTEST) tests
+
+.PHONY: demo
+demo: tools ## local control plane + chart + operator + the seed TFJob examples
+	$(PYTHON) -m dlk8s.demo
+
+.PHONY: cluster
+cluster: tools ## just the local control plane, until Ctrl-C
+	$(PYTHON) -m dlk8s.localcluster
+
+.PHONY: clean
+clean: ## remove .tools/ (the per-user build cache stays)
+	rm -rf .tools

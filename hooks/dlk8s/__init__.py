@@ -1,0 +1,1 @@
+"""dlk8s: distributed deep-learning training jobs on Kubernetes."""

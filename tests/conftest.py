@@ -1,0 +1,38 @@
+"""Session-wide rules every test run follows, local or CI."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+
+import pytest
+
+from dlk8s.localcluster import leftover_processes
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator:
+    """Under CI=true a skip is a failure: a skipped check is a missing check."""
+    outcome = yield
+    report = outcome.get_result()
+    if IN_CI and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.longrepr = f"skipped under CI=true, which counts as a failure: {reason}"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Nothing a test started may outlive the session."""
+    leftovers = leftover_processes()
+    if leftovers:
+        for pid, cmd in leftovers:
+            print(f"\nleft running after the session: pid {pid}: {cmd[:200]}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    startup = os.environ.get("DLK8S_CLUSTER_STARTUP_SECONDS")
+    if startup:
+        terminalreporter.write_line(f"local control plane start-up: {startup}s")

@@ -1,0 +1,46 @@
+"""Fixtures that give end-to-end tests a real local control plane."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from dlk8s.localcluster import LocalCluster, leftover_processes, missing_tools
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "/e2e/" in str(item.fspath):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[LocalCluster]:
+    missing = missing_tools()
+    if missing:
+        pytest.skip(f"local control plane tools missing: {missing} (run `make tools`)")
+    local = LocalCluster()
+    local.start()
+    # Shown in the summary (-rA) and in CI logs: start-up time is a number we track.
+    print(f"\n[localcluster] start-up took {local.startup_seconds:.1f}s")
+    os.environ.setdefault("DLK8S_CLUSTER_STARTUP_SECONDS", f"{local.startup_seconds:.1f}")
+    try:
+        yield local
+    finally:
+        workdir = str(local.workdir)
+        local.stop()
+        stray = [p for p in leftover_processes(workdir)]
+        assert not stray, f"processes outlived the cluster: {stray}"
+
+
+@pytest.fixture
+def namespace(cluster: LocalCluster) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    cluster.kubectl("create", "namespace", name)
+    try:
+        yield name
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")

