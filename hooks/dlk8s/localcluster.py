@@ -126,8 +126,7 @@ podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata
 phase: Running
 startTime: {{ $now | Quote }}
 """.replace("\\\n", "")
-    finish_template = (
-        f"""
+    finish_template = f"""
 {{{{ $now := Now }}}}
 {{{{ $code := index .metadata.annotations "{EXIT_CODE_ANNOTATION}" }}}}
 {{{{ $start := or .status.startTime $now }}}}
@@ -150,7 +149,6 @@ containerStatuses:
 {{{{ end }}}}
 phase: {{{{ if eq $code "0" }}}}Succeeded{{{{ else }}}}Failed{{{{ end }}}}
 """
-    )
     return [
         {
             "apiVersion": "kwok.x-k8s.io/v1alpha1",
@@ -215,6 +213,8 @@ def node_manifest(spec: NodeSpec) -> dict[str, Any]:
         "memory": spec.memory,
         "pods": str(spec.pods),
         "nvidia.com/gpu": str(spec.gpu),
+        # The seed operators' examples still ask for the pre-device-plugin name.
+        "alpha.kubernetes.io/nvidia-gpu": str(spec.gpu),
     }
     return {
         "apiVersion": "v1",

@@ -1,0 +1,183 @@
+"""Manifests of a job's children, and how to recognise existing ones.
+
+Every child carries the job's labels and a controller ownerReference with
+blockOwnerDeletion, so the garbage collector removes it with the job and the
+I/O side can group it by the owner's uid. A child whose ownerReference names
+another uid is never ours, whatever its labels say.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Final
+
+from dlk8s.api import (
+    ANNOTATION_RESTART_COUNT,
+    API_VERSION,
+    LABEL_JOB_KIND,
+    LABEL_JOB_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    LABEL_RUNTIME_ID,
+    JobContext,
+    Obj,
+    Slot,
+    as_dict,
+    as_list,
+    dig,
+)
+from dlk8s.naming import label_value
+
+# (apiVersion, kind) of each child type.
+POD: Final = ("v1", "Pod")
+SERVICE: Final = ("v1", "Service")
+CONFIG_MAP: Final = ("v1", "ConfigMap")
+DEPLOYMENT: Final = ("apps/v1", "Deployment")
+
+
+def owner_reference(ctx: JobContext) -> Obj:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": ctx.kind.name,
+        "name": ctx.name,
+        "uid": ctx.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def controlled_by(obj: object, uid: str) -> bool:
+    return any(
+        isinstance(ref, dict) and ref.get("controller") is True and ref.get("uid") == uid
+        for ref in as_list(dig(obj, "metadata", "ownerReferences"))
+    )
+
+
+def job_labels(ctx: JobContext) -> dict[str, str]:
+    labels = ctx.remember(
+        "job_labels",
+        lambda: {
+            LABEL_JOB_NAME: label_value(ctx.name),
+            LABEL_JOB_KIND: ctx.kind.name.lower(),
+            LABEL_RUNTIME_ID: ctx.runtime_id,
+        },
+    )
+    return dict(labels)
+
+
+def slot_labels(ctx: JobContext, slot: Slot) -> dict[str, str]:
+    return job_labels(ctx) | {
+        LABEL_REPLICA_TYPE: slot.role.lower(),
+        LABEL_REPLICA_INDEX: str(slot.index),
+    }
+
+
+def component_labels(ctx: JobContext, component: str) -> dict[str, str]:
+    """Labels of a child that belongs to the whole job (e.g. TensorBoard)."""
+    return job_labels(ctx) | {LABEL_REPLICA_TYPE: component, LABEL_REPLICA_INDEX: "0"}
+
+
+def slot_selector(ctx: JobContext, slot: Slot) -> dict[str, str]:
+    # The runtime id tells this job's pods from those of an earlier job with
+    # the same name that the garbage collector has not removed yet.
+    labels = slot_labels(ctx, slot)
+    keys = (LABEL_JOB_NAME, LABEL_RUNTIME_ID, LABEL_REPLICA_TYPE, LABEL_REPLICA_INDEX)
+    return {key: labels[key] for key in keys}
+
+
+def manifest(
+    api_kind: tuple[str, str],
+    ctx: JobContext,
+    name: str,
+    labels: dict[str, str],
+    body: Obj,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
+    metadata: Obj = {
+        "name": name,
+        "namespace": ctx.namespace,
+        "labels": labels,
+        "ownerReferences": [owner_reference(ctx)],
+    }
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": api_kind[0], "kind": api_kind[1], "metadata": metadata, **body}
+
+
+def pod_for_slot(ctx: JobContext, slot: Slot, restart_count: int) -> Obj:
+    """The pod of one slot, from its template (deep-copied, so the job's own
+    spec is never modified).
+
+    The pod's restartPolicy is always Never: the operator restarts replicas
+    by recreating their pods, so it sees every exit code (a kubelet restart
+    in place would hide the MASTER's, and the job could never fail) and
+    counts every restart against backoffLimit. The seeds' templates say
+    OnFailure; replicaSpecs[].restartPolicy is where that choice lives now.
+    """
+    template = slot.replica.template
+    template_meta = as_dict(template.get("metadata"))
+    labels = as_dict(template_meta.get("labels")) | slot_labels(ctx, slot)
+    annotations = as_dict(template_meta.get("annotations")) | {
+        ANNOTATION_RESTART_COUNT: str(restart_count)
+    }
+    spec = copy.deepcopy(as_dict(template.get("spec")))
+    spec["restartPolicy"] = "Never"
+    return manifest(POD, ctx, slot.name, labels, {"spec": spec}, annotations)
+
+
+def headless_service(ctx: JobContext, slot: Slot, port_name: str) -> Obj:
+    """A Service that gives one replica the stable DNS name `service_host`.
+
+    publishNotReadyAddresses: replicas look each other up while starting,
+    before any readiness probe could pass.
+    """
+    port = slot.replica.port
+    spec: Obj = {
+        "clusterIP": "None",
+        "publishNotReadyAddresses": True,
+        "selector": slot_selector(ctx, slot),
+        "ports": [{"name": port_name, "port": port, "targetPort": port, "protocol": "TCP"}],
+    }
+    return manifest(SERVICE, ctx, slot.name, slot_labels(ctx, slot), {"spec": spec})
+
+
+def config_map(ctx: JobContext, name: str, component: str, data: dict[str, str]) -> Obj:
+    return manifest(CONFIG_MAP, ctx, name, component_labels(ctx, component), {"data": data})
+
+
+def service_host(ctx: JobContext, slot: Slot) -> str:
+    return f"{slot.name}.{ctx.namespace}.svc"
+
+
+def service_address(ctx: JobContext, slot: Slot) -> str:
+    return f"{service_host(ctx, slot)}:{slot.replica.port}"
+
+
+def containers_named(pod_spec: Obj, name: str) -> list[Obj]:
+    return [
+        c
+        for c in as_list(pod_spec.get("containers"))
+        if isinstance(c, dict) and c.get("name") == name
+    ]
+
+
+def name_of(obj: object) -> str:
+    name = dig(obj, "metadata", "name")
+    return name if isinstance(name, str) else ""
+
+
+def is_terminating(obj: object) -> bool:
+    return dig(obj, "metadata", "deletionTimestamp") is not None
+
+
+def replica_key(obj: object) -> tuple[str, int] | None:
+    """(lower-case role, index) from a child's labels, or None."""
+    labels = as_dict(dig(obj, "metadata", "labels"))
+    role, index = labels.get(LABEL_REPLICA_TYPE), labels.get(LABEL_REPLICA_INDEX)
+    if (
+        not isinstance(role, str)
+        or not isinstance(index, str)
+        or not (index.isascii() and index.isdigit())
+    ):
+        return None
+    return role, int(index)

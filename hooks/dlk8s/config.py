@@ -1,0 +1,188 @@
+"""The controller configuration file (controller_config_file.yaml).
+
+Shape, as the chart renders it and as the TfJob operator's README documents::
+
+    accelerators:
+      nvidia.com/gpu:
+        volumes: [{name, mountPath, hostPath}]
+        envVars: [{name, value}]
+    tfImage: tensorflow/tensorflow:2.16.1
+    grpcServerFilePath: /etc/dlk8s/grpc_tensorflow_server.py
+
+The seed README puts grpcServerFilePath inside `accelerators`; that layout is
+accepted too (a top-level value wins), since a key whose value is a string
+cannot be a resource's driver settings.
+
+`load_config` is the only function here that reads files. Everything else is
+pure, and a malformed file is an error at start-up (ConfigError), not later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final
+
+import yaml
+
+DEFAULT_TF_IMAGE: Final = "tensorflow/tensorflow:2.16.1"
+GRPC_SERVER_SCRIPT_KEY: Final = "grpc_tensorflow_server.py"
+# Options that the seed's layout nests under `accelerators`.
+_OPTIONS_TOLERATED_IN_ACCELERATORS: Final = ("grpcServerFilePath", "tfImage")
+_NO_SCRIPT: Final = "grpcServerFilePath is not set in the controller config"
+
+
+class ConfigError(ValueError):
+    """The controller configuration is unusable; the message names the field."""
+
+
+@dataclass(frozen=True)
+class AcceleratorVolume:
+    name: str
+    mount_path: str
+    host_path: str
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """What a container that asks for one resource (e.g. a GPU) gets injected."""
+
+    volumes: tuple[AcceleratorVolume, ...] = ()
+    env_vars: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    accelerators: Mapping[str, Accelerator] = field(default_factory=lambda: MappingProxyType({}))
+    tf_image: str = DEFAULT_TF_IMAGE
+    grpc_server_file_path: str = ""
+    # Content of the gRPC server script; "" when it could not be read, and
+    # then grpc_server_error says why (reported only when a job needs it).
+    grpc_server_script: str = ""
+    grpc_server_error: str = _NO_SCRIPT
+
+
+def load_config(path: str | Path | None) -> ControllerConfig:
+    """Read the config file and the gRPC server script it points at.
+
+    No path gives the defaults. A relative grpcServerFilePath is taken
+    relative to the config file's directory, so a checkout can run as is.
+    """
+    if path is None:
+        return ControllerConfig()
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    config = parse_config(data)
+    if not config.grpc_server_file_path:
+        return config
+    script_path = path.parent / config.grpc_server_file_path
+    try:
+        script = script_path.read_text(encoding="utf-8")
+    except OSError as err:
+        return _with_script(config, "", f"cannot read grpcServerFilePath {script_path}: {err}")
+    return _with_script(config, script, "")
+
+
+def _with_script(config: ControllerConfig, script: str, error: str) -> ControllerConfig:
+    return ControllerConfig(
+        accelerators=config.accelerators,
+        tf_image=config.tf_image,
+        grpc_server_file_path=config.grpc_server_file_path,
+        grpc_server_script=script,
+        grpc_server_error=error,
+    )
+
+
+def parse_config(data: object, grpc_server_script: str = "") -> ControllerConfig:
+    """The config from the file's parsed YAML (None for an empty file)."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError("controller config: must be a mapping")
+    raw_accelerators = data.get("accelerators")
+    if raw_accelerators is None:
+        raw_accelerators = {}
+    if not isinstance(raw_accelerators, dict):
+        raise ConfigError("accelerators: must be a mapping of resource name to settings")
+    options = {
+        key: raw_accelerators[key]
+        for key in _OPTIONS_TOLERATED_IN_ACCELERATORS
+        if isinstance(raw_accelerators.get(key), str)
+    }
+    options.update({key: data[key] for key in _OPTIONS_TOLERATED_IN_ACCELERATORS if key in data})
+    accelerators = {
+        name: _accelerator(name, value)
+        for name, value in raw_accelerators.items()
+        if not (name in _OPTIONS_TOLERATED_IN_ACCELERATORS and isinstance(value, str))
+    }
+    file_path = _option_str(options, "grpcServerFilePath", "")
+    return ControllerConfig(
+        accelerators=MappingProxyType(accelerators),
+        tf_image=_option_str(options, "tfImage", DEFAULT_TF_IMAGE) or DEFAULT_TF_IMAGE,
+        grpc_server_file_path=file_path,
+        grpc_server_script=grpc_server_script,
+        grpc_server_error="" if grpc_server_script else _NO_SCRIPT,
+    )
+
+
+def _option_str(options: dict[str, Any], key: str, default: str) -> str:
+    value = options.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ConfigError(f"{key}: must be a string")
+    return value
+
+
+def _accelerator(resource: str, value: object) -> Accelerator:
+    where = f"accelerators[{resource!r}]"
+    if value is None:
+        return Accelerator()
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: must be a mapping with volumes and envVars")
+    volumes = tuple(
+        _volume(f"{where}.volumes[{i}]", item)
+        for i, item in enumerate(_list(where, value, "volumes"))
+    )
+    env_vars = tuple(
+        _env_var(f"{where}.envVars[{i}]", item)
+        for i, item in enumerate(_list(where, value, "envVars"))
+    )
+    return Accelerator(volumes=volumes, env_vars=env_vars)
+
+
+def _list(where: str, value: dict[str, Any], key: str) -> list[Any]:
+    items = value.get(key)
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise ConfigError(f"{where}.{key}: must be a list")
+    return items
+
+
+def _volume(where: str, item: object) -> AcceleratorVolume:
+    fields = _required_strings(where, item, ("name", "mountPath", "hostPath"))
+    return AcceleratorVolume(name=fields[0], mount_path=fields[1], host_path=fields[2])
+
+
+def _env_var(where: str, item: object) -> tuple[str, str]:
+    (name,) = _required_strings(where, item, ("name",))
+    value = item.get("value", "") if isinstance(item, dict) else ""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ConfigError(f"{where}.value: must be a string")
+    # YAML reads `value: 1` as a number; a container env value is a string.
+    return name, str(value)
+
+
+def _required_strings(where: str, item: object, keys: tuple[str, ...]) -> tuple[str, ...]:
+    if not isinstance(item, dict):
+        raise ConfigError(f"{where}: must be a mapping")
+    for key in keys:
+        if not isinstance(item.get(key), str) or not item[key]:
+            raise ConfigError(f"{where}.{key}: must be a non-empty string")
+    return tuple(item[key] for key in keys)

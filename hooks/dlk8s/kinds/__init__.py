@@ -1,0 +1,16 @@
+"""The job kinds the operator knows, by the `kind` of their custom resource."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+from dlk8s.api import Kind
+from dlk8s.kinds.tfjob import TFJOB
+
+KINDS: Final[Mapping[str, Kind]] = MappingProxyType({kind.name: kind for kind in (TFJOB,)})
+
+
+def lookup(name: object) -> Kind | None:
+    return KINDS.get(name) if isinstance(name, str) else None

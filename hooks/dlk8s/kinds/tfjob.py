@@ -1,0 +1,275 @@
+"""TFJob: the TfJob operator's semantics.
+
+One MASTER, whose container `tensorflow` decides the job; optional WORKERs
+and PSs. Every replica gets a headless Service and, in each `tensorflow`
+container, TF_CONFIG describing the whole cluster. A PS without a
+`tensorflow` container gets the standard TensorFlow gRPC server, whose
+script the operator ships in a per-job ConfigMap. `spec.tensorboard` adds a
+TensorBoard Deployment and Service.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Final
+
+from dlk8s.api import (
+    LABEL_JOB_KIND,
+    LABEL_REPLICA_TYPE,
+    LABEL_RUNTIME_ID,
+    JobContext,
+    Kind,
+    Obj,
+    Observed,
+    Replica,
+    Slot,
+    as_dict,
+    as_list,
+    dig,
+    replicas_from_specs,
+)
+from dlk8s.children import (
+    DEPLOYMENT,
+    SERVICE,
+    component_labels,
+    config_map,
+    containers_named,
+    manifest,
+    name_of,
+    service_address,
+)
+from dlk8s.config import GRPC_SERVER_SCRIPT_KEY
+from dlk8s.env import set_env
+from dlk8s.naming import grpc_server_configmap_name, tensorboard_name
+from dlk8s.validation import (
+    ReplicaRules,
+    objects_with_names_problems,
+    optional_string_problems,
+    replica_specs_problems,
+    volume_mounts_problems,
+)
+
+MASTER: Final = "MASTER"
+WORKER: Final = "WORKER"
+PS: Final = "PS"
+CONTAINER: Final = "tensorflow"
+PORT_NAME: Final = "tf-port"
+RULES: Final = ReplicaRules(
+    role_field="tfReplicaType",
+    roles=(MASTER, WORKER, PS),
+    deciding_role=MASTER,
+    port_field="tfPort",
+    container=CONTAINER,
+    defaultable_roles=(PS,),
+)
+DEFAULT_PORT: Final = 2222
+
+PS_SERVER_DIR: Final = "/ps-server"
+PS_SERVER_VOLUME: Final = "ps-grpc-server"
+PS_SERVER_COMPONENT: Final = "ps-grpc-server"
+TENSORBOARD: Final = "tensorboard"
+TENSORBOARD_PORT: Final = 6006
+SERVICE_TYPES: Final = ("ClusterIP", "NodePort", "LoadBalancer")
+
+
+def validate(job: Obj) -> list[str]:
+    spec = as_dict(job.get("spec"))
+    return (
+        replica_specs_problems(job, RULES)
+        + optional_string_problems("spec.tfImage", spec.get("tfImage"))
+        + _tensorboard_problems(spec.get("tensorboard"))
+    )
+
+
+def _tensorboard_problems(board: object) -> list[str]:
+    path = "spec.tensorboard"
+    if board is None:
+        return []
+    if not isinstance(board, dict):
+        return [f"{path}: must be an object"]
+    problems = []
+    if not isinstance(board.get("logDir"), str) or not board["logDir"]:
+        problems.append(f"{path}.logDir: must be a non-empty string")
+    if board.get("serviceType") not in (None, *SERVICE_TYPES):
+        problems.append(f"{path}.serviceType: must be one of {', '.join(SERVICE_TYPES)}")
+    problems += objects_with_names_problems(f"{path}.volumes", board.get("volumes"))
+    return problems + volume_mounts_problems(f"{path}.volumeMounts", board.get("volumeMounts"))
+
+
+def replicas(job: Obj) -> tuple[Replica, ...]:
+    return replicas_from_specs(job, RULES.role_field, RULES.port_field, DEFAULT_PORT)
+
+
+def runs_default_server(replica: Replica) -> bool:
+    """A PS without a `tensorflow` container runs the standard gRPC server."""
+    spec = as_dict(replica.template.get("spec"))
+    return replica.role == PS and not containers_named(spec, CONTAINER)
+
+
+# --- TF_CONFIG ---------------------------------------------------------------
+
+
+def cluster_spec(ctx: JobContext) -> dict[str, list[str]]:
+    """Role (lower case) -> service addresses by index; empty roles left out."""
+    cluster: dict[str, list[str]] = {}
+    for slot in ctx.slots:  # in spec order, then by index
+        cluster.setdefault(slot.role.lower(), []).append(service_address(ctx, slot))
+    return cluster
+
+
+def tf_config(ctx: JobContext, slot: Slot) -> str:
+    """Compact JSON with sorted keys, so a job always yields identical pods.
+
+    Spliced from the cluster layout serialized once per pass: with many
+    replicas, every pod repeats the same (large) layout.
+    """
+    cluster = ctx.remember("tf_cluster_json", lambda: _json(cluster_spec(ctx)))
+    task = _json({"type": slot.role.lower(), "index": slot.index})
+    return f'{{"cluster":{cluster},"environment":"cloud","task":{task}}}'
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
+    spec = pod["spec"]
+    if runs_default_server(slot.replica):
+        spec["containers"] = [*as_list(spec.get("containers")), _grpc_server_container(ctx, slot)]
+        volume = {
+            "name": PS_SERVER_VOLUME,
+            "configMap": {"name": grpc_server_configmap_name(ctx.name)},
+        }
+        spec["volumes"] = [*as_list(spec.get("volumes")), volume]
+    value = tf_config(ctx, slot)
+    for container in containers_named(spec, CONTAINER):
+        set_env(container, {"TF_CONFIG": value})
+    return pod
+
+
+# --- the standard gRPC server of a PS ----------------------------------------
+
+
+def grpc_server_args(ctx: JobContext, slot: Slot) -> list[str]:
+    """Flags of charts/dlk8s/files/grpc_tensorflow_server.py (the seed's).
+
+    --cluster_spec lists the jobs separated by ";", each as its name, "|" and
+    its hosts separated by ",", e.g.
+    master|j-master-0.ns.svc:2222;ps|j-ps-0.ns.svc:2222,j-ps-1.ns.svc:2222
+    (the script also reads TF_CONFIG, which the container gets as well).
+    """
+    jobs = ctx.remember("grpc_cluster_spec", lambda: _cluster_flag(cluster_spec(ctx)))
+    return [f"--cluster_spec={jobs}", f"--job_name={slot.role.lower()}", f"--task_id={slot.index}"]
+
+
+def _cluster_flag(cluster: dict[str, list[str]]) -> str:
+    return ";".join(f"{role}|{','.join(hosts)}" for role, hosts in sorted(cluster.items()))
+
+
+def _grpc_server_container(ctx: JobContext, slot: Slot) -> Obj:
+    return {
+        "name": CONTAINER,
+        "image": _tf_image(ctx),
+        "command": ["python", f"{PS_SERVER_DIR}/{GRPC_SERVER_SCRIPT_KEY}"],
+        "args": grpc_server_args(ctx, slot),
+        "ports": [{"name": PORT_NAME, "containerPort": slot.replica.port, "protocol": "TCP"}],
+        "volumeMounts": [{"name": PS_SERVER_VOLUME, "mountPath": PS_SERVER_DIR, "readOnly": True}],
+    }
+
+
+def _tf_image(ctx: JobContext) -> str:
+    image = dig(ctx.job, "spec", "tfImage")
+    return image if isinstance(image, str) and image else ctx.config.tf_image
+
+
+def _needs_grpc_server(ctx: JobContext) -> bool:
+    return any(runs_default_server(r) and r.replicas > 0 for r in ctx.replicas)
+
+
+def preflight(ctx: JobContext, existing: Observed) -> list[str]:
+    """The ConfigMap needs the script; once it exists the script is not needed."""
+    name = grpc_server_configmap_name(ctx.name)
+    if not _needs_grpc_server(ctx) or ctx.config.grpc_server_script:
+        return []
+    if any(name_of(cm) == name for cm in existing.configmaps):
+        return []
+    return [f"PS replicas need the standard gRPC server, but {ctx.config.grpc_server_error}"]
+
+
+# --- children of the whole job -------------------------------------------------
+
+
+def extras(ctx: JobContext) -> list[Obj]:
+    items = []
+    if _needs_grpc_server(ctx):
+        data = {GRPC_SERVER_SCRIPT_KEY: ctx.config.grpc_server_script}
+        items.append(
+            config_map(ctx, grpc_server_configmap_name(ctx.name), PS_SERVER_COMPONENT, data)
+        )
+    board = dig(ctx.job, "spec", "tensorboard")
+    if isinstance(board, dict):
+        items += [tensorboard_deployment(ctx, board), tensorboard_service(ctx, board)]
+    return items
+
+
+def _tensorboard_pod_labels(ctx: JobContext) -> dict[str, str]:
+    # No dlk8s.io/job-name: TensorBoard's pods belong to its Deployment, and
+    # leaving the label off keeps them out of the operator's pod watch.
+    return {
+        LABEL_RUNTIME_ID: ctx.runtime_id,
+        LABEL_JOB_KIND: ctx.kind.name.lower(),
+        LABEL_REPLICA_TYPE: TENSORBOARD,
+    }
+
+
+def tensorboard_deployment(ctx: JobContext, board: Obj) -> Obj:
+    container: Obj = {
+        "name": TENSORBOARD,
+        "image": _tf_image(ctx),
+        # --host rather than --bind_all: TensorBoard 1.x images know only --host.
+        "command": [
+            "tensorboard",
+            f"--logdir={board['logDir']}",
+            "--host=0.0.0.0",
+            f"--port={TENSORBOARD_PORT}",
+        ],
+        "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT, "protocol": "TCP"}],
+    }
+    pod_spec: Obj = {"containers": [container]}
+    if board.get("volumeMounts"):
+        container["volumeMounts"] = copy.deepcopy(board["volumeMounts"])
+    if board.get("volumes"):
+        pod_spec["volumes"] = copy.deepcopy(board["volumes"])
+    labels = _tensorboard_pod_labels(ctx)
+    spec = {
+        "replicas": 1,
+        "selector": {"matchLabels": labels},
+        "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+    }
+    name = tensorboard_name(ctx.name)
+    return manifest(DEPLOYMENT, ctx, name, component_labels(ctx, TENSORBOARD), {"spec": spec})
+
+
+def tensorboard_service(ctx: JobContext, board: Obj) -> Obj:
+    spec = {
+        "type": board.get("serviceType") or "ClusterIP",
+        "selector": _tensorboard_pod_labels(ctx),
+        "ports": [{"name": "http", "port": 80, "targetPort": TENSORBOARD_PORT, "protocol": "TCP"}],
+    }
+    name = tensorboard_name(ctx.name)
+    return manifest(SERVICE, ctx, name, component_labels(ctx, TENSORBOARD), {"spec": spec})
+
+
+TFJOB: Final = Kind(
+    name="TFJob",
+    roles=RULES.roles,
+    deciding_role=MASTER,
+    container=CONTAINER,
+    port_name=PORT_NAME,
+    validate=validate,
+    replicas=replicas,
+    decorate_pod=decorate_pod,
+    extras=extras,
+    preflight=preflight,
+)

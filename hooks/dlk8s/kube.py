@@ -1,0 +1,339 @@
+"""The one module that talks to the Kubernetes API; the rest sees plain dicts.
+
+Requests go through the official client's ApiClient (auth, TLS, token refresh)
+but skip its typed models: objects travel as the JSON the API server sends,
+which is what the pure reconcilers take, and decoding them into models and
+back would be most of the operator's CPU at scale.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes import client, config
+from kubernetes.informer import SharedInformer
+from kubernetes.leaderelection import electionconfig, leaderelection
+from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
+
+from dlk8s import metrics
+
+log = logging.getLogger(__name__)
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Resource:
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None = None, name: str | None = None, sub: str = "") -> str:
+        base = "/api/v1" if self.api_version == "v1" else f"/apis/{self.api_version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{quote(namespace)}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{quote(name)}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+_BUILTIN = [
+    Resource("v1", "Pod", "pods"),
+    Resource("v1", "Service", "services"),
+    Resource("v1", "ConfigMap", "configmaps"),
+    Resource("v1", "Event", "events"),
+    Resource("v1", "Node", "nodes", namespaced=False),
+    Resource("apps/v1", "Deployment", "deployments"),
+]
+_RESOURCES: dict[tuple[str, str], Resource] = {(r.api_version, r.kind): r for r in _BUILTIN}
+
+
+def register(resource: Resource) -> Resource:
+    _RESOURCES[(resource.api_version, resource.kind)] = resource
+    return resource
+
+
+def resource_for(api_version: str, kind: str) -> Resource:
+    try:
+        return _RESOURCES[(api_version, kind)]
+    except KeyError:
+        raise ValueError(f"no resource registered for {api_version} {kind}") from None
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, reason: str, body: dict[str, Any] | None = None) -> None:
+        self.status = status
+        self.reason = reason
+        self.body = body or {}
+        super().__init__(f"{status} {reason}: {self.body.get('message', '')}")
+
+    @property
+    def api_reason(self) -> str:
+        return str(self.body.get("reason", ""))
+
+
+def load_api_client(kubeconfig: str | None = None, pool_size: int = 64) -> client.ApiClient:
+    """From a kubeconfig (path, or $KUBECONFIG), else the in-cluster ServiceAccount."""
+    cfg = client.Configuration()
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    else:
+        try:
+            config.load_incluster_config(client_configuration=cfg)
+        except config.ConfigException:
+            config.load_kube_config(client_configuration=cfg)
+    # Creates for one job go out in parallel; the pool must not serialize them.
+    cfg.connection_pool_maxsize = pool_size
+    return client.ApiClient(cfg)
+
+
+class Kube:
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+
+    # -- raw requests ----------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Iterable[tuple[str, Any]] = (),
+        body: Any = None,
+        content_type: str = JSON,
+        stream: bool = False,
+        timeout: float | tuple[float, float] | None = 30,
+        resource: str = "",
+    ) -> Any:
+        """One API call. Returns the decoded JSON, or the live response when streaming."""
+        headers = {"Accept": JSON, "Content-Type": content_type}
+        _, url, headers, payload, _ = self.api_client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=[(k, v) for k, v in query if v is not None],
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        verb = _verb(method, stream)
+        metrics.API_REQUESTS.labels(verb, resource).inc()
+        try:
+            resp = self.api_client.rest_client.request(
+                method, url, headers=headers, body=payload, _request_timeout=timeout
+            )
+        except Exception:
+            metrics.API_ERRORS.labels(verb, resource, "transport").inc()
+            raise
+        raw = resp.response
+        if not 200 <= raw.status <= 299:
+            data = raw.data if not stream else raw.read()
+            metrics.API_ERRORS.labels(verb, resource, str(raw.status)).inc()
+            raise ApiError(raw.status, raw.reason or "", _decode(data))
+        if stream:
+            return raw
+        return _decode(raw.data)
+
+    # -- list and watch -------------------------------------------------------------
+
+    def informer(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+    ) -> SharedInformer:
+        """The client's SharedInformer, fed plain dicts instead of typed models."""
+        list_func = _ListWatch(self, resource, namespace, label_selector)
+        return SharedInformer(list_func, label_selector=label_selector)
+
+    # -- writes ------------------------------------------------------------------------
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """Create; None when it already exists (names are deterministic, so it is ours)."""
+        res = resource_for(obj["apiVersion"], obj["kind"])
+        namespace = obj.get("metadata", {}).get("namespace")
+        try:
+            created: dict[str, Any] = self.request(
+                "POST", res.path(namespace), body=obj, resource=res.plural
+            )
+            return created
+        except ApiError as err:
+            if err.status == 409 and err.api_reason == "AlreadyExists":
+                return None
+            raise
+
+    def delete(
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        uid: str | None = None,
+        propagation: str = "Background",
+    ) -> bool:
+        """Delete; False when already gone or replaced by another object of that name."""
+        res = resource_for(api_version, kind)
+        options: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation,
+        }
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", res.path(namespace, name), body=options, resource=res.plural)
+            return True
+        except ApiError as err:
+            if err.status == 404 or (err.status == 409 and uid):
+                return False
+            raise
+
+    def patch(
+        self, api_version: str, kind: str, namespace: str | None, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
+        res = resource_for(api_version, kind)
+        patched: dict[str, Any] = self.request(
+            "PATCH",
+            res.path(namespace, name),
+            body=patch,
+            content_type=MERGE_PATCH,
+            resource=res.plural,
+        )
+        return patched
+
+    def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT the status subresource; a stale resourceVersion fails with 409, never overwrites."""
+        res = resource_for(obj["apiVersion"], obj["kind"])
+        meta = obj["metadata"]
+        updated: dict[str, Any] = self.request(
+            "PUT",
+            res.path(meta.get("namespace"), meta["name"], "status"),
+            body=obj,
+            resource=f"{res.plural}/status",
+        )
+        return updated
+
+    def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        res = resource_for(api_version, kind)
+        try:
+            found: dict[str, Any] = self.request(
+                "GET", res.path(namespace, name), resource=res.plural
+            )
+            return found
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def list(
+        self, api_version: str, kind: str, namespace: str | None = None, label_selector: str = ""
+    ) -> list[dict[str, Any]]:
+        res = resource_for(api_version, kind)
+        body = self.request(
+            "GET",
+            res.path(namespace),
+            query=[("labelSelector", label_selector or None)],
+            resource=res.plural,
+        )
+        items: list[dict[str, Any]] = body.get("items", [])
+        return items
+
+    def create_event(self, event: dict[str, Any]) -> None:
+        self.create(event)
+
+    # -- leader election -------------------------------------------------------------------
+
+    def leader_election(
+        self,
+        name: str,
+        namespace: str,
+        identity: str,
+        on_started: Callable[[], None],
+        on_stopped: Callable[[], None],
+        lease_duration: int = 15,
+        renew_deadline: int = 10,
+        retry_period: int = 2,
+    ) -> leaderelection.LeaderElection:
+        lock = LeaseLock(name, namespace, identity)
+        lock.api_instance = client.CoordinationV1Api(self.api_client)
+        cfg = electionconfig.Config(
+            lock, lease_duration, renew_deadline, retry_period, on_started, on_stopped
+        )
+        return leaderelection.LeaderElection(cfg)
+
+
+class _ListWatch:
+    """List and watch one resource as raw JSON, in the shape SharedInformer calls.
+
+    Without a return annotation the client's Watch leaves events as dicts.
+    """
+
+    def __init__(
+        self, kube: Kube, resource: Resource, namespace: str | None, label_selector: str | None
+    ) -> None:
+        self._kube = kube
+        self._resource = resource
+        self._namespace = namespace
+        self._selector = label_selector
+        self.synced = threading.Event()
+
+    def __call__(self, **kw: Any):  # type: ignore[no-untyped-def]
+        watch = bool(kw.get("watch"))
+        query = [
+            ("labelSelector", kw.get("label_selector") or self._selector),
+            ("resourceVersion", kw.get("resource_version")),
+            ("watch", "true" if watch else None),
+            ("allowWatchBookmarks", "true" if watch else None),
+            ("timeoutSeconds", kw.get("timeout_seconds")),
+        ]
+        path = self._resource.path(self._namespace)
+        if not watch:
+            body = self._kube.request(
+                "GET", path, query=query, timeout=120, resource=self._resource.plural
+            )
+            self.synced.set()
+            return SimpleNamespace(
+                items=body.get("items") or [],
+                metadata=SimpleNamespace(
+                    resource_version=body.get("metadata", {}).get("resourceVersion")
+                ),
+            )
+        # Watches are long-lived: only the connect has a timeout; the server
+        # closes the stream after its own timeoutSeconds.
+        return self._kube.request(
+            "GET",
+            path,
+            query=query,
+            stream=True,
+            timeout=(10, 600),
+            resource=self._resource.plural,
+        )
+
+
+def _verb(method: str, stream: bool) -> str:
+    if stream:
+        return "WATCH"
+    return {"GET": "GET", "POST": "CREATE", "PUT": "UPDATE", "PATCH": "PATCH"}.get(method, method)
+
+
+def _decode(data: bytes | str | None) -> dict[str, Any]:
+    if not data:
+        return {}
+    try:
+        decoded = json.loads(data)
+    except ValueError:
+        return {"message": data.decode(errors="replace") if isinstance(data, bytes) else data}
+    return decoded if isinstance(decoded, dict) else {"items": decoded}

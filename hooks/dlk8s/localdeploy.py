@@ -1,0 +1,216 @@
+"""The chart installed on a local cluster, with the operator as a local process.
+
+Under kwok no container runs, so the operator the chart deploys never acts.
+Instead the operator runs here, with the chart's ServiceAccount token and the
+chart's rendered config, which means the chart's RBAC and config are what is
+really exercised. Used by the end-to-end tests, `make demo` and the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dlk8s.localcluster import REPO_ROOT, ClusterError, LocalCluster, free_port
+
+CHART = REPO_ROOT / "charts" / "dlk8s"
+LOCAL_VALUES = REPO_ROOT / "values" / "local.yaml"
+CONFIG_KEY = "controller_config_file.yaml"
+
+
+@dataclass
+class Install:
+    """One release of the chart on the local cluster."""
+
+    cluster: LocalCluster
+    release: str
+    namespace: str
+
+    def deployment(self) -> dict[str, Any]:
+        out = self.cluster.kubectl(
+            "get", "deployment", "-n", self.namespace,
+            "-l", f"app.kubernetes.io/instance={self.release}", "-o", "json",
+        )  # fmt: skip
+        items = json.loads(out.stdout)["items"]
+        if len(items) != 1:
+            raise ClusterError(f"expected one operator Deployment, found {len(items)}")
+        deployment: dict[str, Any] = items[0]
+        return deployment
+
+    def pod_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = self.deployment()["spec"]["template"]["spec"]
+        return spec
+
+    @property
+    def service_account(self) -> str:
+        return str(self.pod_spec()["serviceAccountName"])
+
+    def operator_kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig that authenticates as the chart's ServiceAccount."""
+        token = self.cluster.kubectl(
+            "create", "token", self.service_account, "-n", self.namespace, "--duration=6h"
+        ).stdout.strip()
+        return self.cluster.write_kubeconfig(path, token, user=self.service_account)
+
+    def operator_env(self) -> dict[str, str]:
+        """The DLK8S_* variables the chart sets on the operator container."""
+        container = self.pod_spec()["containers"][0]
+        return {
+            e["name"]: e["value"]
+            for e in container.get("env", [])
+            if e["name"].startswith("DLK8S_") and "value" in e
+        }
+
+    def write_operator_config(self, directory: Path) -> Path:
+        """Copy the chart's mounted ConfigMaps to files, pointing paths at the copies."""
+        spec = self.pod_spec()
+        mounts = {m["name"]: m["mountPath"] for m in spec["containers"][0]["volumeMounts"]}
+        files: dict[str, Path] = {}
+        for volume in spec["volumes"]:
+            source = volume.get("configMap")
+            if not source or volume["name"] not in mounts:
+                continue
+            cm = json.loads(
+                self.cluster.kubectl(
+                    "get", "configmap", source["name"], "-n", self.namespace, "-o", "json"
+                ).stdout
+            )
+            for key, value in (cm.get("data") or {}).items():
+                local = directory / volume["name"] / key
+                local.parent.mkdir(parents=True, exist_ok=True)
+                local.write_text(value)
+                files[f"{mounts[volume['name']].rstrip('/')}/{key}"] = local
+        config_file = next(p for p in files.values() if p.name == CONFIG_KEY)
+        config = yaml.safe_load(config_file.read_text()) or {}
+        grpc = config.get("grpcServerFilePath")
+        if grpc in files:
+            config["grpcServerFilePath"] = str(files[grpc])
+        config_file.write_text(yaml.safe_dump(config))
+        return config_file
+
+
+def install_chart(
+    cluster: LocalCluster,
+    release: str = "dlk8s",
+    namespace: str = "dlk8s-system",
+    sets: Sequence[str] = ("cloud=gke",),
+    values: Sequence[Path] = (LOCAL_VALUES,),
+    helm: str = "helm4",
+    timeout: str = "180s",
+) -> Install:
+    argv = ["upgrade", "--install", release, str(CHART), "-n", namespace, "--create-namespace"]
+    for path in values:
+        argv += ["-f", str(path)]
+    for item in sets:
+        argv += ["--set", item]
+    cluster.helm(*argv, "--wait", f"--timeout={timeout}", helm=helm)
+    return Install(cluster, release, namespace)
+
+
+@dataclass
+class OperatorProcess:
+    """`dlk8s-operator run` as a local process, configured like the chart's pod."""
+
+    install: Install
+    # Under the cluster's directory by default, so the leak check covers it.
+    workdir: Path | None = None
+    args: Sequence[str] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    name: str = "operator"
+    popen: subprocess.Popen[bytes] | None = field(init=False, default=None)
+    port: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        if self.workdir is None:
+            self.workdir = self.install.cluster.workdir / "operators"
+
+    @property
+    def dir(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / f"{self.name}.log"
+
+    def start(self, wait_ready: bool = True) -> OperatorProcess:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        kubeconfig = self.install.operator_kubeconfig(self.dir / f"{self.name}.kubeconfig")
+        config = self.install.write_operator_config(self.dir / f"{self.name}-config")
+        self.port = free_port()
+        env = {
+            **os.environ,
+            **self.install.operator_env(),
+            "DLK8S_CONFIG_FILE": str(config),
+            "DLK8S_METRICS_ADDR": f"127.0.0.1:{self.port}",
+            **self.env,
+        }
+        env.pop("KUBECONFIG", None)
+        with self.log_path.open("ab") as log:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "dlk8s.main", "--kubeconfig", str(kubeconfig), "run",
+                 *self.args],
+                env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+        if wait_ready:
+            self.wait_ready()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+                return int(r.status), r.read().decode()
+        except urllib.error.HTTPError as err:
+            return int(err.code), err.read().decode()
+        except OSError:
+            return 0, ""
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.popen is not None and self.popen.poll() is not None:
+                raise ClusterError(f"operator exited {self.popen.returncode}:\n{self.tail()}")
+            if self.get("/readyz")[0] == 200:
+                return
+            time.sleep(0.2)
+        raise ClusterError(f"operator not ready after {timeout}s:\n{self.tail()}")
+
+    def metrics(self) -> str:
+        return self.get("/metrics")[1]
+
+    def tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+
+    def stop(self, timeout: float = 20) -> int | None:
+        """SIGTERM, as Kubernetes would; SIGKILL if it does not stop in time."""
+        if self.popen is None or self.popen.poll() is not None:
+            return None if self.popen is None else self.popen.returncode
+        self.popen.send_signal(signal.SIGTERM)
+        try:
+            return self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+            raise
+
+    def kill(self) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait()

@@ -1,0 +1,158 @@
+"""The `dlk8s-operator` command: `run` the operator, or `smoke`-test an install."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import uuid
+from collections.abc import Sequence
+
+from dlk8s import logs, metrics, smoke
+from dlk8s.config import load_config
+from dlk8s.controller import Controller
+from dlk8s.kube import Kube, load_api_client
+
+log = logging.getLogger("dlk8s")
+
+
+def _env(name: str, default: str = "") -> str:
+    return os.environ.get(f"DLK8S_{name}", default)
+
+
+def _truthy(value: str) -> bool:
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="dlk8s-operator", description=__doc__)
+    parser.add_argument(
+        "--kubeconfig",
+        default=os.environ.get("KUBECONFIG") or None,
+        help="kubeconfig path; in-cluster ServiceAccount when unset",
+    )
+    parser.add_argument("--log-level", default=_env("LOG_LEVEL", "info"))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the operator")
+    run.add_argument(
+        "--namespace",
+        default=_env("NAMESPACE"),
+        help="watch one namespace; all namespaces when empty",
+    )
+    run.add_argument(
+        "--config-file",
+        default=_env("CONFIG_FILE", "/etc/dlk8s/config/controller_config_file.yaml"),
+    )
+    run.add_argument("--workers", type=int, default=int(_env("WORKERS", "8")))
+    run.add_argument(
+        "--api-parallelism",
+        type=int,
+        default=int(_env("API_PARALLELISM", "32")),
+        help="API calls in flight at once (creates of one job go out in parallel)",
+    )
+    run.add_argument("--leader-elect", type=_truthy, default=_truthy(_env("LEADER_ELECT", "false")))
+    run.add_argument(
+        "--leader-election-namespace", default=_env("LEADER_ELECTION_NAMESPACE", "default")
+    )
+    run.add_argument(
+        "--leader-election-id", default=_env("LEADER_ELECTION_ID", "dlk8s-operator-leader")
+    )
+    run.add_argument("--lease-duration", type=int, default=int(_env("LEASE_DURATION", "15")))
+    run.add_argument(
+        "--metrics-addr",
+        default=_env("METRICS_ADDR", "127.0.0.1:8080"),
+        help="host:port for /metrics, /healthz and /readyz; empty disables",
+    )
+
+    check = sub.add_parser("smoke", help="submit a tiny TFJob and wait for it to succeed")
+    smoke.add_arguments(check)
+    return parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    kube = Kube(load_api_client(args.kubeconfig, pool_size=args.api_parallelism + 8))
+    controller = Controller(
+        kube,
+        load_config(args.config_file),
+        namespace=args.namespace or None,
+        workers=args.workers,
+        api_parallelism=args.api_parallelism,
+    )
+    stop = threading.Event()
+    exit_code = 0
+    standby = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("stopping", extra={"action": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    server = None
+    if args.metrics_addr:
+        server = metrics.HealthServer(
+            args.metrics_addr,
+            ready=lambda: controller.synced or standby.is_set(),
+            alive=lambda: not stop.is_set(),
+        )
+        server.start()
+    metrics.register_jobs_collector(controller.count_jobs)
+
+    if args.leader_elect:
+        standby.set()
+
+        def lead() -> None:
+            standby.clear()
+            metrics.IS_LEADER.set(1)
+            log.info("became leader")
+            controller.start()
+            stop.wait()
+
+        def lost() -> None:
+            nonlocal exit_code
+            metrics.IS_LEADER.set(0)
+            if not stop.is_set():
+                # Another instance may act now; carrying on would mean two writers.
+                log.error("lost the leader lease; exiting")
+                exit_code = 1
+                stop.set()
+
+        identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        election = kube.leader_election(
+            args.leader_election_id,
+            args.leader_election_namespace,
+            identity,
+            lead,
+            lost,
+            lease_duration=args.lease_duration,
+            renew_deadline=max(2, args.lease_duration * 2 // 3),
+            retry_period=max(1, args.lease_duration // 7),
+        )
+        threading.Thread(target=election.run, name="leader-election", daemon=True).start()
+    else:
+        controller.start()
+
+    stop.wait()
+    controller.stop()
+    if server:
+        server.stop()
+    log.info("stopped")
+    return exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logs.setup(args.log_level)
+    if args.command == "run":
+        return run(args)
+    return smoke.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

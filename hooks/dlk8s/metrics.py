@@ -1,0 +1,101 @@
+"""Prometheus metrics and the /metrics, /healthz and /readyz endpoints."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import REGISTRY, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+API_REQUESTS = Counter(
+    "dlk8s_api_requests_total",
+    "Requests the operator sent to the API server.",
+    ["verb", "resource"],
+)
+API_ERRORS = Counter(
+    "dlk8s_api_errors_total",
+    "Requests that failed, by HTTP status or 'transport'.",
+    ["verb", "resource", "code"],
+)
+RECONCILE_SECONDS = Histogram(
+    "dlk8s_reconcile_duration_seconds",
+    "Time to reconcile one job, API calls included.",
+    ["kind"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+RECONCILE_ERRORS = Counter(
+    "dlk8s_reconcile_errors_total", "Reconciles that failed and were retried.", ["kind"]
+)
+QUEUE_DEPTH = Gauge("dlk8s_workqueue_depth", "Job keys waiting for a worker.")
+IS_LEADER = Gauge("dlk8s_leader", "1 while this instance holds the leader lease.")
+
+
+class JobsByState(Collector):
+    """Counted at scrape time from the caches, so it can never drift."""
+
+    def __init__(self, count: Callable[[], dict[tuple[str, str], int]]) -> None:
+        self._count = count
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "dlk8s_jobs", "Jobs by kind and state.", labels=["kind", "state"]
+        )
+        for (kind, state), n in sorted(self._count().items()):
+            family.add_metric([kind, state], n)
+        yield family
+
+
+def register_jobs_collector(count: Callable[[], dict[tuple[str, str], int]]) -> None:
+    REGISTRY.register(JobsByState(count))
+
+
+class HealthServer:
+    """Serves /metrics, /healthz (alive) and /readyz (ready to serve)."""
+
+    def __init__(self, address: str, ready: Callable[[], bool], alive: Callable[[], bool]) -> None:
+        host, _, port = address.rpartition(":")
+        handler = _handler(ready, alive)
+        self._server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="http", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _handler(ready: Callable[[], bool], alive: Callable[[], bool]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                self._reply(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
+            elif self.path == "/healthz":
+                self._probe(alive())
+            elif self.path == "/readyz":
+                self._probe(ready())
+            else:
+                self._reply(404, b"not found\n", "text/plain")
+
+        def _probe(self, ok: bool) -> None:
+            self._reply(200 if ok else 503, b"ok\n" if ok else b"not ready\n", "text/plain")
+
+        def _reply(self, code: int, body: bytes, content_type: str) -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # probes every few seconds would drown the operator's own log
+
+    return Handler

@@ -1,0 +1,247 @@
+"""Checks of a job's spec, as human-readable problems naming the field path.
+
+The CRD checks most of this already, but it may be older than the operator
+or bypassed, so the operator checks again everything its own code relies on:
+what the CRD enforces, plus the shape of every field the builders read or
+modify (env, volumeMounts, resources, volumes, template labels). A job with
+any problem is failed with reason InvalidSpec rather than half-built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlk8s.api import MAX_REPLICAS, CleanPodPolicy, Obj, RestartPolicy, dig, is_int
+
+_CONTAINER_LISTS = ("containers", "initContainers")
+
+
+def metadata_problems(job: Obj) -> list[str]:
+    meta = job.get("metadata")
+    if not isinstance(meta, dict):
+        return ["metadata: must be an object"]
+    return [
+        f"metadata.{key}: must be a non-empty string"
+        for key in ("name", "namespace", "uid")
+        if not _text(meta.get(key))
+    ]
+
+
+def run_policy_problems(job: Obj) -> list[str]:
+    policy = dig(job, "spec", "runPolicy")
+    if policy is None:
+        return []
+    if not isinstance(policy, dict):
+        return ["spec.runPolicy: must be an object"]
+    path = "spec.runPolicy"
+    problems = _one_of(
+        f"{path}.cleanPodPolicy", policy.get("cleanPodPolicy"), CleanPodPolicy.ALLOWED
+    )
+    problems += _int_at_least(
+        f"{path}.ttlSecondsAfterFinished", policy.get("ttlSecondsAfterFinished"), 0
+    )
+    problems += _int_at_least(
+        f"{path}.activeDeadlineSeconds", policy.get("activeDeadlineSeconds"), 1
+    )
+    problems += _int_at_least(f"{path}.backoffLimit", policy.get("backoffLimit"), 0)
+    if policy.get("suspend") not in (None, True, False):
+        problems.append(f"{path}.suspend: must be true or false")
+    return problems
+
+
+@dataclass(frozen=True)
+class ReplicaRules:
+    """How one kind's spec.replicaSpecs[] must look."""
+
+    role_field: str  # e.g. "tfReplicaType"
+    roles: tuple[str, ...]
+    deciding_role: str
+    port_field: str
+    container: str  # the kind's main container, e.g. "tensorflow"
+    # Roles that may omit the template or the main container (a default one is added).
+    defaultable_roles: tuple[str, ...] = ()
+
+
+def replica_specs_problems(job: Obj, rules: ReplicaRules) -> list[str]:
+    specs = dig(job, "spec", "replicaSpecs")
+    if not isinstance(job.get("spec"), dict):
+        return ["spec: must be an object"]
+    if not isinstance(specs, list) or not specs:
+        return ["spec.replicaSpecs: must be a non-empty list"]
+    problems: list[str] = []
+    for index, entry in enumerate(specs):
+        problems += _replica_problems(f"spec.replicaSpecs[{index}]", entry, rules)
+    return problems + _role_count_problems(specs, rules)
+
+
+def _replica_problems(path: str, entry: object, rules: ReplicaRules) -> list[str]:
+    if not isinstance(entry, dict):
+        return [f"{path}: must be an object"]
+    role = entry.get(rules.role_field)
+    problems = []
+    if role not in rules.roles:
+        allowed = ", ".join(rules.roles)
+        problems.append(f"{path}.{rules.role_field}: must be one of {allowed} (got {_show(role)})")
+    replicas = entry.get("replicas")
+    if replicas is not None and not (is_int(replicas) and 0 <= replicas <= MAX_REPLICAS):
+        problems.append(f"{path}.replicas: must be an integer from 0 to {MAX_REPLICAS}")
+    port = entry.get(rules.port_field)
+    if port is not None and not (is_int(port) and 1 <= port <= 65535):
+        problems.append(f"{path}.{rules.port_field}: must be an integer from 1 to 65535")
+    problems += _one_of(f"{path}.restartPolicy", entry.get("restartPolicy"), RestartPolicy.ALLOWED)
+    return problems + _template_problems(
+        path, entry.get("template"), role in rules.defaultable_roles, rules
+    )
+
+
+def _template_problems(
+    path: str, template: object, defaultable: bool, rules: ReplicaRules
+) -> list[str]:
+    path = f"{path}.template"
+    if template is None and defaultable:
+        return []
+    if not isinstance(template, dict):
+        return [f"{path}: must be an object"]
+    problems = _template_metadata_problems(f"{path}.metadata", template.get("metadata"))
+    spec = template.get("spec")
+    if not isinstance(spec, dict):
+        return [*problems, f"{path}.spec: must be an object"]
+    problems += pod_spec_problems(f"{path}.spec", spec)
+    names = [c.get("name") for c in _list(spec.get("containers")) if isinstance(c, dict)]
+    if not defaultable and rules.container not in names:
+        problems.append(f'{path}.spec.containers: no container named "{rules.container}"')
+    return problems
+
+
+def _template_metadata_problems(path: str, meta: object) -> list[str]:
+    if meta is None:
+        return []
+    if not isinstance(meta, dict):
+        return [f"{path}: must be an object"]
+    return [
+        f"{path}.{key}: must map strings to strings"
+        for key in ("labels", "annotations")
+        if meta.get(key) is not None and not _string_map(meta.get(key))
+    ]
+
+
+def pod_spec_problems(path: str, spec: Obj) -> list[str]:
+    """The parts of a PodSpec the operator reads or changes."""
+    problems: list[str] = []
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        problems.append(f"{path}.containers: must be a non-empty list")
+    seen: set[str] = set()
+    for key in _CONTAINER_LISTS:
+        items = spec.get(key)
+        if items is not None and not isinstance(items, list):
+            problems.append(f"{path}.{key}: must be a list")
+            continue
+        for index, container in enumerate(_list(items)):
+            problems += container_problems(f"{path}.{key}[{index}]", container, seen)
+    return problems + objects_with_names_problems(f"{path}.volumes", spec.get("volumes"))
+
+
+def container_problems(path: str, container: object, seen: set[str]) -> list[str]:
+    if not isinstance(container, dict):
+        return [f"{path}: must be an object"]
+    name = container.get("name")
+    problems = []
+    if not isinstance(name, str) or not name:
+        problems.append(f"{path}.name: must be a non-empty string")
+    elif name in seen:
+        problems.append(f"{path}.name: {name!r} is used by another container")
+    else:
+        seen.add(name)
+    problems += objects_with_names_problems(f"{path}.env", container.get("env"))
+    problems += volume_mounts_problems(f"{path}.volumeMounts", container.get("volumeMounts"))
+    return problems + _resources_problems(f"{path}.resources", container.get("resources"))
+
+
+def objects_with_names_problems(path: str, items: object) -> list[str]:
+    """An optional list of objects, each with a non-empty string `name`."""
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        return [f"{path}: must be a list"]
+    return [
+        f"{path}[{index}]: must be an object with a non-empty string name"
+        for index, item in enumerate(items)
+        if not (isinstance(item, dict) and _text(item.get("name")))
+    ]
+
+
+def volume_mounts_problems(path: str, mounts: object) -> list[str]:
+    problems = objects_with_names_problems(path, mounts)
+    return problems + [
+        f"{path}[{index}].mountPath: must be a non-empty string"
+        for index, mount in enumerate(_list(mounts))
+        if isinstance(mount, dict) and not _text(mount.get("mountPath"))
+    ]
+
+
+def _resources_problems(path: str, resources: object) -> list[str]:
+    if resources is None:
+        return []
+    if not isinstance(resources, dict):
+        return [f"{path}: must be an object"]
+    return [
+        f"{path}.{key}: must be an object"
+        for key in ("limits", "requests")
+        if resources.get(key) is not None and not isinstance(resources.get(key), dict)
+    ]
+
+
+def _role_count_problems(specs: list[object], rules: ReplicaRules) -> list[str]:
+    entries = [e for e in specs if isinstance(e, dict)]
+    roles = [e.get(rules.role_field) for e in entries]
+    problems = [
+        f"spec.replicaSpecs: {role} appears more than once"
+        for role in rules.roles
+        if roles.count(role) > 1
+    ]
+    deciding = [e for e in entries if e.get(rules.role_field) == rules.deciding_role]
+    if len(deciding) != 1:
+        problems.append(
+            f"spec.replicaSpecs: needs exactly one entry with {rules.role_field} "
+            f"{rules.deciding_role} (found {len(deciding)})"
+        )
+    elif deciding[0].get("replicas", 1) != 1:
+        index = specs.index(deciding[0])
+        problems.append(f"spec.replicaSpecs[{index}].replicas: must be 1 for {rules.deciding_role}")
+    return problems
+
+
+def optional_string_problems(path: str, value: object) -> list[str]:
+    return [] if value is None or _text(value) else [f"{path}: must be a non-empty string"]
+
+
+def _one_of(path: str, value: object, allowed: tuple[str, ...]) -> list[str]:
+    if value is None or value in allowed:
+        return []
+    return [f"{path}: must be one of {', '.join(allowed)} (got {_show(value)})"]
+
+
+def _int_at_least(path: str, value: object, minimum: int) -> list[str]:
+    if value is None or (is_int(value) and value >= minimum):
+        return []
+    return [f"{path}: must be an integer of at least {minimum}"]
+
+
+def _show(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _string_map(value: object) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []

@@ -1,0 +1,127 @@
+"""A rate-limited work queue with the semantics of client-go's workqueue.
+
+- A key waiting in the queue is there once, however often it is added.
+- A key is never handed to two workers at once: added while being processed,
+  it is queued again when its worker calls ``done``.
+- ``add_rate_limited`` delays a key exponentially per consecutive failure;
+  ``forget`` resets that count after a success.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Hashable
+
+
+class ShutDownError(Exception):
+    """The queue was shut down; workers should return."""
+
+
+class WorkQueue:
+    def __init__(self, base_delay: float = 0.05, max_delay: float = 300.0) -> None:
+        self._base_delay = base_delay
+        self._max_delay = max_delay
+        self._cond = threading.Condition()
+        self._queue: deque[Hashable] = deque()
+        self._dirty: set[Hashable] = set()
+        self._processing: set[Hashable] = set()
+        self._failures: dict[Hashable, int] = {}
+        self._waiting: list[tuple[float, int, Hashable]] = []
+        self._seq = itertools.count()
+        self._shutting_down = False
+        self._timer = threading.Thread(
+            target=self._release_due, name="workqueue-delay", daemon=True
+        )
+        self._timer.start()
+
+    # -- adding ------------------------------------------------------------
+
+    def add(self, key: Hashable) -> None:
+        with self._cond:
+            self._add_locked(key)
+
+    def _add_locked(self, key: Hashable) -> None:
+        if self._shutting_down or key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.append(key)
+            self._cond.notify_all()
+
+    def add_after(self, key: Hashable, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
+        with self._cond:
+            if self._shutting_down:
+                return
+            heapq.heappush(self._waiting, (time.monotonic() + delay, next(self._seq), key))
+            self._cond.notify_all()
+
+    def add_rate_limited(self, key: Hashable) -> None:
+        with self._cond:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+        self.add_after(key, min(self._max_delay, self._base_delay * 2**failures))
+
+    def forget(self, key: Hashable) -> None:
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def failures(self, key: Hashable) -> int:
+        with self._cond:
+            return self._failures.get(key, 0)
+
+    # -- processing ----------------------------------------------------------
+
+    def get(self, timeout: float | None = None) -> Hashable:
+        """Block until a key is ready; raise ShutDownError once the queue is shut down."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            while not self._queue:
+                if self._shutting_down:
+                    raise ShutDownError
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError
+                self._cond.wait(remaining)
+            key = self._queue.popleft()
+            self._processing.add(key)
+            self._dirty.discard(key)
+            return key
+
+    def done(self, key: Hashable) -> None:
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._queue.append(key)
+                self._cond.notify_all()
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    @property
+    def waiting(self) -> int:
+        """Keys scheduled for later (timers and retries)."""
+        with self._cond:
+            return len(self._waiting)
+
+    def shut_down(self) -> None:
+        with self._cond:
+            self._shutting_down = True
+            self._cond.notify_all()
+
+    def _release_due(self) -> None:
+        with self._cond:
+            while not self._shutting_down:
+                now = time.monotonic()
+                while self._waiting and self._waiting[0][0] <= now:
+                    _, _, key = heapq.heappop(self._waiting)
+                    self._add_locked(key)
+                timeout = self._waiting[0][0] - now if self._waiting else None
+                self._cond.wait(timeout)

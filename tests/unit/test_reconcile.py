@@ -1,0 +1,740 @@
+"""The reconcile engine on a TFJob, against a small in-memory world.
+
+The world plays the I/O side: it executes the actions (creates get a uid and
+start Pending, deletes honour the uid precondition), writes the status, and
+lets a test move pods through their phases. Expected values are written by
+hand from the semantics, never copied from an output.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from dlk8s import naming
+from dlk8s.actions import Create, Delete, DeleteJob, Event
+from dlk8s.config import parse_config
+from dlk8s.reconcile import Observed, Result, reconcile
+
+NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+STAMP = "2026-03-01T12:00:00Z"
+UID = "7f3c2a9e-0000-4000-8000-000000000001"
+CONFIG = parse_config(
+    {"tfImage": "tensorflow/tensorflow:2.16.1"}, grpc_server_script="print('ps')\n"
+)
+PODS = ["example-job-master-0", "example-job-worker-0", "example-job-ps-0", "example-job-ps-1"]
+CONFIGMAP = "example-job-ps-grpc-server"
+_uids = itertools.count(1)
+
+
+def tfjob(**spec: Any) -> dict[str, Any]:
+    """The seed's example job (1 MASTER, 1 WORKER, 2 default PS)."""
+    container = {"name": "tensorflow", "image": "gcr.io/tf-on-k8s-dogfood/tf_sample:dc944ff"}
+    template = {"spec": {"containers": [container], "restartPolicy": "OnFailure"}}
+    return {
+        "apiVersion": "dlk8s.io/v1alpha1",
+        "kind": "TFJob",
+        "metadata": {"name": "example-job", "namespace": "ns", "uid": UID, "generation": 1},
+        "spec": {
+            "replicaSpecs": [
+                {"replicas": 1, "tfReplicaType": "MASTER", "template": copy.deepcopy(template)},
+                {"replicas": 1, "tfReplicaType": "WORKER", "template": copy.deepcopy(template)},
+                {"replicas": 2, "tfReplicaType": "PS"},
+            ],
+            **spec,
+        },
+    }
+
+
+@dataclass
+class World:
+    job: dict[str, Any]
+    now: datetime = NOW
+    config: Any = CONFIG
+    children: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    job_deleted: bool = False
+
+    def observed(self) -> Observed:
+        def of(kind: str) -> list[dict[str, Any]]:
+            return [copy.deepcopy(o) for (k, _), o in sorted(self.children.items()) if k == kind]
+
+        return Observed(of("Pod"), of("Service"), of("ConfigMap"), of("Deployment"))
+
+    def reconcile(self) -> Result:
+        return reconcile(copy.deepcopy(self.job), self.observed(), self.config, self.now)
+
+    def apply(self, result: Result, graceful: bool = False) -> None:
+        for action in result.actions:
+            if isinstance(action, Create):
+                self._create(copy.deepcopy(action.obj))
+            elif isinstance(action, Delete):
+                self._delete(action, graceful)
+            elif isinstance(action, DeleteJob):
+                self.job_deleted = True
+        self.job["status"] = copy.deepcopy(result.status)
+
+    def step(self, graceful: bool = False) -> Result:
+        result = self.reconcile()
+        self.apply(result, graceful)
+        return result
+
+    def settle(self, steps: int = 6) -> None:
+        """Step until a pass changes nothing (and fail if it never does)."""
+        for _ in range(steps):
+            result = self.reconcile()
+            if not result.actions and result.status == self.job.get("status"):
+                return
+            self.apply(result)
+        pytest.fail("the job did not settle")
+
+    def _create(self, obj: dict[str, Any]) -> None:
+        key = (obj["kind"], obj["metadata"]["name"])
+        if key in self.children:
+            return  # AlreadyExists counts as success
+        obj["metadata"]["uid"] = f"child-{next(_uids)}"
+        if obj["kind"] == "Pod":
+            obj["status"] = {"phase": "Pending"}
+        self.children[key] = obj
+
+    def _delete(self, action: Delete, graceful: bool) -> None:
+        obj = self.children.get((action.kind, action.name))
+        if obj is None or (action.uid is not None and obj["metadata"]["uid"] != action.uid):
+            return  # NotFound or precondition failed
+        if graceful:
+            obj["metadata"]["deletionTimestamp"] = STAMP
+        else:
+            del self.children[(action.kind, action.name)]
+
+    # --- what the cluster does to pods --------------------------------------
+
+    def pod(self, name: str) -> dict[str, Any]:
+        return self.children[("Pod", name)]
+
+    def pods(self) -> list[str]:
+        return sorted(name for kind, name in self.children if kind == "Pod")
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(name for k, name in self.children if k == kind)
+
+    def run(self, *names: str) -> None:
+        for name in names or self.pods():
+            self.pod(name)["status"] = {"phase": "Running"}
+
+    def exit(self, name: str, code: int, at: datetime | None = None) -> None:
+        terminated = {
+            "exitCode": code,
+            "finishedAt": (at or self.now).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        self.pod(name)["status"] = {
+            "phase": "Succeeded" if code == 0 else "Failed",
+            "containerStatuses": [{"name": "tensorflow", "state": {"terminated": terminated}}],
+        }
+
+    def vanish(self, name: str) -> None:
+        del self.children[("Pod", name)]
+
+    def later(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+def running_world(**spec: Any) -> World:
+    world = World(tfjob(**spec))
+    world.settle()
+    world.run()
+    world.settle()
+    return world
+
+
+def creates(result: Result, kind: str) -> list[str]:
+    return sorted(
+        a.obj["metadata"]["name"]
+        for a in result.actions
+        if isinstance(a, Create) and a.obj["kind"] == kind
+    )
+
+
+def deletes(result: Result, kind: str | None = None) -> list[str]:
+    return sorted(
+        a.name for a in result.actions if isinstance(a, Delete) and kind in (None, a.kind)
+    )
+
+
+def events(result: Result) -> list[tuple[str, str]]:
+    return [(a.type, a.reason) for a in result.actions if isinstance(a, Event)]
+
+
+def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions", []) if c["type"] == type_), None)
+
+
+# --- creation and phases -------------------------------------------------------
+
+
+def test_first_pass_creates_every_pod_service_and_the_grpc_configmap() -> None:
+    result = World(tfjob()).reconcile()
+    assert creates(result, "Pod") == sorted(PODS)
+    assert creates(result, "Service") == sorted(PODS)
+    assert creates(result, "ConfigMap") == [CONFIGMAP]
+    assert deletes(result) == []
+    # One event per create.
+    assert events(result).count(("Normal", "SuccessfulCreate")) == 9
+    assert result.status == {
+        "runtimeId": naming.runtime_id(UID),
+        "restartCount": 0,
+        "observedGeneration": 1,
+        "startTime": STAMP,
+        "state": "Running",
+        "phase": "Creating",
+        "reason": "Creating",
+        "conditions": [],
+        "replicaStatuses": [
+            {"replicaType": "MASTER", "state": "Unknown", "replicasStates": {}},
+            {"replicaType": "WORKER", "state": "Unknown", "replicasStates": {}},
+            {"replicaType": "PS", "state": "Unknown", "replicasStates": {}},
+        ],
+    }
+
+
+def test_every_child_is_owned_by_the_job_and_labelled() -> None:
+    result = World(tfjob()).reconcile()
+    for action in result.actions:
+        if not isinstance(action, Create):
+            continue
+        meta = action.obj["metadata"]
+        assert meta["namespace"] == "ns"
+        assert meta["ownerReferences"] == [
+            {
+                "apiVersion": "dlk8s.io/v1alpha1",
+                "kind": "TFJob",
+                "name": "example-job",
+                "uid": UID,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+        assert meta["labels"]["dlk8s.io/job-name"] == "example-job"
+        assert meta["labels"]["dlk8s.io/job-kind"] == "tfjob"
+        assert meta["labels"]["dlk8s.io/runtime-id"] == naming.runtime_id(UID)
+        assert {"dlk8s.io/replica-type", "dlk8s.io/replica-index"} <= set(meta["labels"])
+
+
+def test_created_when_all_pods_exist_then_running_when_the_master_runs() -> None:
+    world = World(tfjob())
+    world.step()
+    status = world.step().status  # all four pods now exist, Pending
+    assert status["phase"] == "Creating"
+    created = condition(status, "Created")
+    assert created is not None
+    assert created["status"] == "True"
+    assert created["lastTransitionTime"] == STAMP
+    assert status["replicaStatuses"][2] == {
+        "replicaType": "PS",
+        "state": "Unknown",
+        "replicasStates": {"Pending": 2},
+    }
+
+    world.run("example-job-master-0")  # the others still Pending
+    world.later(5)
+    status = world.step().status
+    assert (status["phase"], status["reason"], status["state"]) == ("Running", "Running", "Running")
+    running = condition(status, "Running")
+    assert running is not None
+    assert running["status"] == "True"
+    assert running["lastTransitionTime"] == "2026-03-01T12:00:05Z"
+    assert [c["type"] for c in status["conditions"]] == ["Created", "Running"]
+    # Created did not move: nothing about it changed.
+    assert condition(status, "Created")["lastTransitionTime"] == STAMP  # type: ignore[index]
+
+
+def test_a_settled_job_needs_no_action_and_no_status_write() -> None:
+    world = running_world()
+    for _ in range(2):
+        world.later(30)
+        result = world.reconcile()
+        assert result.actions == []
+        assert result.status == world.job["status"]
+        assert result.requeue_after is None
+
+
+def test_runtime_id_survives_an_operator_restart() -> None:
+    first = World(tfjob()).reconcile().status["runtimeId"]
+    again = World(tfjob()).reconcile().status["runtimeId"]
+    other = tfjob()
+    other["metadata"]["uid"] = "another-uid"
+    assert first == again != World(other).reconcile().status["runtimeId"]
+
+
+# --- the MASTER decides ------------------------------------------------------
+
+
+def test_master_exit_0_succeeds_and_cleanup_stops_what_still_runs() -> None:
+    world = running_world()
+    world.exit("example-job-master-0", 0)
+    result = world.step()
+    status = result.status
+    assert (status["state"], status["phase"], status["reason"]) == (
+        "Succeeded",
+        "CleanUp",
+        "Succeeded",
+    )
+    assert status["completionTime"] == STAMP
+    # cleanPodPolicy Running: the finished master stays, the rest goes, with
+    # every replica's Service; the gRPC ConfigMap is left to the GC.
+    assert deletes(result, "Pod") == [
+        "example-job-ps-0",
+        "example-job-ps-1",
+        "example-job-worker-0",
+    ]
+    assert deletes(result, "Service") == sorted(PODS)
+    assert deletes(result, "ConfigMap") == []
+    assert ("Normal", "Succeeded") in events(result)
+    succeeded = condition(status, "Succeeded")
+    assert succeeded is not None
+    assert succeeded["status"] == "True"
+    assert condition(status, "Running")["status"] == "False"  # type: ignore[index]
+
+    status = world.step().status
+    assert (status["state"], status["phase"]) == ("Succeeded", "Done")
+    assert world.pods() == ["example-job-master-0"]
+    assert status["replicaStatuses"][0] == {
+        "replicaType": "MASTER",
+        "state": "Succeeded",
+        "replicasStates": {"Succeeded": 1},
+    }
+    assert world.reconcile().actions == []
+
+
+def test_cleanup_waits_for_terminating_pods_without_deleting_them_again() -> None:
+    world = running_world()
+    world.exit("example-job-master-0", 0)
+    assert len(deletes(world.step(graceful=True), "Pod")) == 3
+    result = world.step()
+    assert deletes(result) == []
+    assert result.status["phase"] == "CleanUp"
+    for name in ("example-job-worker-0", "example-job-ps-0", "example-job-ps-1"):
+        world.vanish(name)
+    for name in PODS:  # the replicas' Services went the same way
+        del world.children[("Service", name)]
+    assert world.step().status["phase"] == "Done"
+
+
+@pytest.mark.parametrize("code", [1, 2, 127])
+def test_master_exit_1_to_127_fails_the_job_for_good(code: int) -> None:
+    world = running_world()
+    world.exit("example-job-master-0", code)
+    result = world.step()
+    assert (result.status["state"], result.status["reason"]) == ("Failed", "ReplicaFailed")
+    assert result.status["phase"] == "CleanUp"
+    assert f"exited with code {code}" in condition(result.status, "Failed")["message"]  # type: ignore[index]
+    assert "example-job-master-0" not in deletes(result, "Pod")
+    assert ("Warning", "ReplicaFailed") in events(result)
+    assert world.step().status["phase"] == "Failed"
+
+
+@pytest.mark.parametrize("code", [128, 137, 255])
+def test_master_exit_128_to_255_restarts_it_after_a_back_off(code: int) -> None:
+    world = running_world()
+    world.exit("example-job-master-0", code)
+
+    result = world.step()  # the first back-off is 10 seconds
+    assert deletes(result) == []
+    assert creates(result, "Pod") == []
+    assert result.requeue_after == pytest.approx(10)
+    assert result.status["state"] == "Running"
+    assert (result.status["phase"], result.status["reason"]) == ("Creating", "Restarting")
+    assert condition(result.status, "Restarting")["status"] == "True"  # type: ignore[index]
+    assert result.status["restartCount"] == 0
+
+    world.later(10)
+    old_uid = world.pod("example-job-master-0")["metadata"]["uid"]
+    result = world.step()
+    [delete] = [a for a in result.actions if isinstance(a, Delete)]
+    assert (delete.kind, delete.name, delete.uid) == ("Pod", "example-job-master-0", old_uid)
+    assert ("Warning", "Restarting") in events(result)
+    assert creates(result, "Pod") == []  # never two pods of one name
+
+    result = world.step()  # the deletion is observed: recreate, and count it
+    assert creates(result, "Pod") == ["example-job-master-0"]
+    assert result.status["restartCount"] == 1
+    assert (
+        world.pod("example-job-master-0")["metadata"]["annotations"]["dlk8s.io/restart-count"]
+        == "1"
+    )
+
+    world.run()
+    status = world.step().status
+    assert (status["phase"], status["restartCount"]) == ("Running", 1)
+    restarting = condition(status, "Restarting")
+    assert restarting is not None
+    assert (restarting["status"], restarting["reason"]) == (
+        "False",
+        "Recovered",
+    )
+    world.settle()
+    assert world.job["status"]["restartCount"] == 1
+
+
+def test_an_evicted_master_without_exit_code_is_retried_at_once() -> None:
+    world = running_world()
+    world.pod("example-job-master-0")["status"] = {"phase": "Failed", "reason": "Evicted"}
+    result = world.step()
+    assert deletes(result, "Pod") == ["example-job-master-0"]
+    assert result.status["state"] == "Running"
+    assert creates(world.step(), "Pod") == ["example-job-master-0"]
+
+
+def test_back_off_doubles_with_each_restart() -> None:
+    world = running_world()
+    world.job["status"]["restartCount"] = 3
+    world.exit("example-job-worker-0", 137)
+    assert world.step().requeue_after == pytest.approx(80)
+
+
+def test_master_container_decides_even_while_a_sidecar_runs() -> None:
+    world = running_world()
+    world.pod("example-job-master-0")["status"] = {
+        "phase": "Running",
+        "containerStatuses": [
+            {"name": "tensorflow", "state": {"terminated": {"exitCode": 0}}},
+            {"name": "sidecar", "state": {"running": {}}},
+        ],
+    }
+    result = world.step()
+    assert result.status["state"] == "Succeeded"
+    assert "example-job-master-0" in deletes(result, "Pod")  # still running: stopped by cleanup
+
+
+# --- other replicas ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("code", [1, 137])
+def test_a_failed_worker_is_recreated_whatever_its_exit_code(code: int) -> None:
+    world = running_world()
+    world.exit("example-job-worker-0", code, at=NOW - timedelta(minutes=1))
+    result = world.step()
+    assert deletes(result, "Pod") == ["example-job-worker-0"]
+    assert result.status["state"] == "Running"
+    result = world.step()
+    assert creates(result, "Pod") == ["example-job-worker-0"]
+    assert result.status["restartCount"] == 1
+
+
+def test_a_failed_pod_being_deleted_is_not_deleted_twice() -> None:
+    world = running_world()
+    world.exit("example-job-worker-0", 137, at=NOW - timedelta(minutes=1))
+    assert deletes(world.step(graceful=True), "Pod") == ["example-job-worker-0"]
+    result = world.step()
+    assert deletes(result) == []
+    assert creates(result, "Pod") == []
+    assert result.status["restartCount"] == 0
+    world.vanish("example-job-worker-0")
+    result = world.step()
+    assert creates(result, "Pod") == ["example-job-worker-0"]
+    assert result.status["restartCount"] == 1
+
+
+def test_a_succeeded_worker_is_left_alone() -> None:
+    world = running_world()
+    world.exit("example-job-worker-0", 0)
+    result = world.step()
+    assert result.actions == []
+    assert result.status["phase"] == "Running"
+    assert result.status["replicaStatuses"][1] == {
+        "replicaType": "WORKER",
+        "state": "Succeeded",
+        "replicasStates": {"Succeeded": 1},
+    }
+
+
+def test_a_vanished_pod_is_recreated_and_counted() -> None:
+    world = running_world()
+    world.vanish("example-job-ps-1")
+    result = world.step()
+    assert creates(result, "Pod") == ["example-job-ps-1"]
+    assert result.status["restartCount"] == 1
+    assert ("Warning", "Recreating") in events(result)
+    assert condition(result.status, "Restarting")["status"] == "True"  # type: ignore[index]
+    world.settle()
+    assert world.job["status"]["restartCount"] == 1
+
+
+def test_restart_policy_never_makes_a_worker_failure_final() -> None:
+    job = tfjob()
+    job["spec"]["replicaSpecs"][1]["restartPolicy"] = "Never"
+    world = World(job)
+    world.settle()
+    world.run()
+    world.settle()
+    world.exit("example-job-worker-0", 137)
+    status = world.step().status
+    assert (status["state"], status["reason"]) == ("Failed", "ReplicaFailed")
+
+
+def test_a_pod_being_deleted_is_neither_deleted_again_nor_replaced_yet() -> None:
+    world = running_world()
+    world.pod("example-job-worker-0")["metadata"]["deletionTimestamp"] = STAMP
+    result = world.step()
+    assert deletes(result) == []
+    assert creates(result, "Pod") == []
+    assert result.status["phase"] == "Creating"
+    world.vanish("example-job-worker-0")
+    assert creates(world.step(), "Pod") == ["example-job-worker-0"]
+
+
+# --- restart counting --------------------------------------------------------
+
+
+def test_a_repeated_pass_does_not_count_a_restart_twice() -> None:
+    world = running_world()
+    world.vanish("example-job-worker-0")
+    first = world.reconcile()
+    world.apply(first)
+    assert first.status["restartCount"] == 1
+    # Again, as if the cache had not seen the new pod yet.
+    world.children.pop(("Pod", "example-job-worker-0"))
+    world.job["status"] = copy.deepcopy(first.status)
+    again = world.reconcile()
+    assert again.status["restartCount"] == 1
+
+
+def test_a_lost_status_write_is_recovered_from_the_new_pod() -> None:
+    world = running_world()
+    before = copy.deepcopy(world.job["status"])
+    world.vanish("example-job-worker-0")
+    world.apply(world.reconcile())  # recreated, restartCount 1 written ...
+    world.job["status"] = before  # ... but say that write was lost
+    assert world.reconcile().status["restartCount"] == 1
+
+
+def test_the_backoff_limit_fails_the_job_instead_of_restarting() -> None:
+    world = running_world(runPolicy={"backoffLimit": 1})
+    world.vanish("example-job-worker-0")
+    assert world.step().status["restartCount"] == 1
+    world.settle()
+    world.run()
+    world.settle()
+    world.vanish("example-job-worker-0")
+    result = world.step()
+    assert creates(result, "Pod") == []
+    assert (result.status["state"], result.status["reason"]) == ("Failed", "BackoffLimitExceeded")
+    assert result.status["restartCount"] == 1
+
+
+def test_backoff_limit_0_fails_on_the_first_retryable_exit() -> None:
+    world = running_world(runPolicy={"backoffLimit": 0})
+    world.exit("example-job-master-0", 137)
+    result = world.step()
+    assert (result.status["state"], result.status["reason"]) == ("Failed", "BackoffLimitExceeded")
+    assert deletes(result, "Pod") == [
+        "example-job-ps-0",
+        "example-job-ps-1",
+        "example-job-worker-0",
+    ]
+
+
+# --- cleanPodPolicy, TTL, deadline ---------------------------------------------
+
+
+def test_clean_pod_policy_all_removes_every_child() -> None:
+    world = running_world(runPolicy={"cleanPodPolicy": "All"}, tensorboard={"logDir": "/logs"})
+    world.exit("example-job-master-0", 0)
+    result = world.step()
+    assert deletes(result, "Pod") == sorted(PODS)
+    assert deletes(result, "Service") == sorted([*PODS, "example-job-tensorboard"])
+    assert deletes(result, "ConfigMap") == [CONFIGMAP]
+    assert deletes(result, "Deployment") == ["example-job-tensorboard"]
+    assert world.step().status["phase"] == "Done"
+    assert world.children == {}
+
+
+def test_clean_pod_policy_none_leaves_everything() -> None:
+    world = running_world(runPolicy={"cleanPodPolicy": "None"})
+    world.exit("example-job-master-0", 3)
+    result = world.step()
+    assert deletes(result) == []
+    assert (result.status["state"], result.status["phase"]) == ("Failed", "Failed")
+
+
+def test_tensorboard_outlives_the_training_under_clean_pod_policy_running() -> None:
+    world = running_world(tensorboard={"logDir": "/logs"})
+    assert world.names("Deployment") == ["example-job-tensorboard"]
+    world.exit("example-job-master-0", 0)
+    world.settle()
+    assert world.names("Deployment") == ["example-job-tensorboard"]
+    assert world.names("Service") == ["example-job-tensorboard"]
+
+
+def test_ttl_deletes_the_job_once_it_has_expired() -> None:
+    world = running_world(runPolicy={"ttlSecondsAfterFinished": 60})
+    world.exit("example-job-master-0", 0)
+    world.settle()
+    result = world.reconcile()
+    assert result.requeue_after == pytest.approx(60)
+    assert not world.job_deleted
+    world.later(59)
+    assert world.reconcile().requeue_after == pytest.approx(1)
+    world.later(1)
+    result = world.step()
+    assert DeleteJob() in result.actions
+    assert ("Normal", "TTLExpired") in events(result)
+
+
+def test_active_deadline_fails_the_job_and_cleans_up() -> None:
+    world = World(tfjob(runPolicy={"activeDeadlineSeconds": 100}))
+    assert world.step().requeue_after == pytest.approx(100)
+    world.run()
+    world.later(40)
+    world.settle()
+    assert world.reconcile().requeue_after == pytest.approx(60)
+    world.later(60)
+    result = world.step()
+    assert (result.status["state"], result.status["reason"]) == ("Failed", "DeadlineExceeded")
+    assert deletes(result, "Pod") == sorted(PODS)
+
+
+def test_a_finished_job_never_creates_a_pod_again() -> None:
+    world = running_world(runPolicy={"cleanPodPolicy": "All"})
+    world.exit("example-job-master-0", 0)
+    world.settle()
+    assert world.children == {}
+    for _ in range(2):
+        world.later(600)
+        result = world.step()
+        assert [a for a in result.actions if isinstance(a, Create)] == []
+    assert world.job["status"]["state"] == "Succeeded"
+
+
+# --- suspend -------------------------------------------------------------------
+
+
+def test_suspend_deletes_pods_keeps_services_and_resume_starts_afresh() -> None:
+    world = running_world(runPolicy={"activeDeadlineSeconds": 3600})
+    world.job["spec"]["runPolicy"]["suspend"] = True
+    world.job["metadata"]["generation"] = 2
+    world.later(60)
+    result = world.step(graceful=True)
+    assert deletes(result, "Pod") == sorted(PODS)
+    assert deletes(result, "Service") == []
+    assert ("Normal", "Suspended") in events(result)
+    status = result.status
+    assert (status["state"], status["phase"], status["reason"]) == (
+        "Running",
+        "Creating",
+        "Suspended",
+    )
+    assert condition(status, "Suspended")["status"] == "True"  # type: ignore[index]
+    assert "startTime" not in status
+    assert result.requeue_after is None  # no deadline while suspended
+
+    # Resumed while the pods are still terminating: wait for them first.
+    world.job["spec"]["runPolicy"]["suspend"] = False
+    world.job["metadata"]["generation"] = 3
+    result = world.step()
+    assert result.actions == []
+    assert result.status["reason"] == "Suspended"
+    for name in PODS:
+        world.vanish(name)
+    world.later(60)
+    result = world.step()
+    assert creates(result, "Pod") == sorted(PODS)
+    assert ("Normal", "Resumed") in events(result)
+    assert result.status["startTime"] == "2026-03-01T12:02:00Z"
+    assert condition(result.status, "Suspended")["reason"] == "Resumed"  # type: ignore[index]
+    world.settle()
+    assert world.job["status"]["restartCount"] == 0
+
+
+# --- the spec changes ------------------------------------------------------------
+
+
+def test_scaling_down_deletes_the_extra_pods_without_counting_restarts() -> None:
+    job = tfjob()
+    job["spec"]["replicaSpecs"][1]["replicas"] = 3
+    world = World(job)
+    world.settle()
+    world.run()
+    world.settle()
+    world.job["spec"]["replicaSpecs"][1]["replicas"] = 1
+    world.job["metadata"]["generation"] = 2
+    result = world.step()
+    assert deletes(result, "Pod") == ["example-job-worker-1", "example-job-worker-2"]
+    assert deletes(result, "Service") == ["example-job-worker-1", "example-job-worker-2"]
+    world.settle()
+    assert world.job["status"]["restartCount"] == 0
+    assert world.job["status"]["observedGeneration"] == 2
+
+
+def test_a_stray_holding_a_slot_name_is_deleted_before_the_slot_is_filled() -> None:
+    world = running_world()
+    world.pod("example-job-worker-0")["metadata"]["labels"]["dlk8s.io/replica-index"] = "9"
+    result = world.step()
+    assert deletes(result, "Pod") == ["example-job-worker-0"]
+    assert creates(result, "Pod") == []
+    assert creates(world.step(), "Pod") == ["example-job-worker-0"]
+
+
+def test_children_of_another_job_are_ignored() -> None:
+    world = running_world()
+    foreign = copy.deepcopy(world.pod("example-job-worker-0"))
+    foreign["metadata"]["name"] = "example-job-worker-7"
+    foreign["metadata"]["ownerReferences"][0]["uid"] = "some-other-job"
+    world.children[("Pod", "example-job-worker-7")] = foreign
+    assert world.reconcile().actions == []
+
+
+# --- what the engine refuses -----------------------------------------------------
+
+
+def test_a_master_without_a_tensorflow_container_is_an_invalid_spec() -> None:
+    job = tfjob()
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["name"] = "main"
+    result = World(job).reconcile()
+    assert [a for a in result.actions if isinstance(a, Create)] == []
+    assert (result.status["state"], result.status["phase"], result.status["reason"]) == (
+        "Failed",
+        "Failed",
+        "InvalidSpec",
+    )
+    [event] = [a for a in result.actions if isinstance(a, Event)]
+    assert (event.type, event.reason) == ("Warning", "InvalidSpec")
+    assert (
+        event.message
+        == 'spec.replicaSpecs[0].template.spec.containers: no container named "tensorflow"'
+    )
+
+
+def test_an_invalid_spec_on_a_running_job_stops_its_pods() -> None:
+    world = running_world()
+    world.job["spec"]["replicaSpecs"][2]["tfReplicaType"] = "CHIEF"
+    world.job["metadata"]["generation"] = 2
+    result = world.step()
+    assert result.status["reason"] == "InvalidSpec"
+    assert deletes(result, "Pod") == sorted(PODS)
+    world.settle()
+    assert world.job["status"]["phase"] == "Failed"
+    assert world.reconcile().actions == []
+
+
+def test_a_missing_grpc_server_script_blocks_the_job_without_failing_it() -> None:
+    world = World(tfjob(), config=parse_config({}))
+    result = world.step()
+    assert [a for a in result.actions if not isinstance(a, Event)] == []
+    assert events(result) == [("Warning", "ConfigError")]
+    assert (result.status["state"], result.status["reason"]) == ("Running", "ConfigError")
+    assert world.reconcile().actions == []  # said once
+    world.config = CONFIG
+    assert creates(world.step(), "Pod") == sorted(PODS)
+
+
+def test_a_job_being_deleted_is_left_to_the_garbage_collector() -> None:
+    world = running_world()
+    world.job["metadata"]["deletionTimestamp"] = STAMP
+    world.exit("example-job-master-0", 0)
+    result = world.reconcile()
+    assert result.actions == []
+    assert result.status == world.job["status"]

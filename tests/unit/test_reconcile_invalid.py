@@ -1,0 +1,255 @@
+"""reconcile never raises and never builds from an unusable spec.
+
+Property-style: every field of a rich valid job (and of its status and
+observed pods) is in turn replaced by malformed values or removed, and each
+result must be coherent: no internal error, a status of the documented shape,
+and either a job that is still usable or one failed as InvalidSpec that
+creates nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from dlk8s.actions import Create, Delete, Event
+from dlk8s.config import parse_config
+from dlk8s.reconcile import Observed, Result, reconcile
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+CONFIG = parse_config(
+    {
+        "accelerators": {
+            "nvidia.com/gpu": {"volumes": [{"name": "n", "mountPath": "/n", "hostPath": "/h"}]}
+        }
+    },
+    grpc_server_script="print()",
+)
+JUNK: list[Any] = [
+    None,
+    0,
+    -1,
+    2.5,
+    True,
+    "",
+    "x",
+    "MASTER",
+    [],
+    [None],
+    {},
+    {"a": None},
+    10**12,
+    "9" * 30,
+]
+PHASES = {"Creating", "Running", "CleanUp", "Failed", "Done"}
+STATES = {"Running", "Succeeded", "Failed"}
+
+
+def rich_job() -> dict[str, Any]:
+    tensorflow = {
+        "name": "tensorflow",
+        "image": "tf",
+        "env": [{"name": "A", "value": "1"}],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+        "resources": {"limits": {"nvidia.com/gpu": 1}, "requests": {"cpu": "1"}},
+    }
+    template = {
+        "metadata": {"labels": {"team": "a"}, "annotations": {"n": "x"}},
+        "spec": {"containers": [tensorflow], "volumes": [{"name": "data", "emptyDir": {}}]},
+    }
+    return {
+        "apiVersion": "dlk8s.io/v1alpha1",
+        "kind": "TFJob",
+        "metadata": {"name": "j", "namespace": "ns", "uid": "u-1", "generation": 2},
+        "spec": {
+            "replicaSpecs": [
+                {"tfReplicaType": "MASTER", "replicas": 1, "tfPort": 2222, "template": template},
+                {
+                    "tfReplicaType": "WORKER",
+                    "replicas": 2,
+                    "restartPolicy": "OnFailure",
+                    "template": template,
+                },
+                {"tfReplicaType": "PS", "replicas": 1},
+            ],
+            "tfImage": "tf:2",
+            "tensorboard": {
+                "logDir": "/logs",
+                "volumes": [{"name": "v"}],
+                "volumeMounts": [{"name": "v", "mountPath": "/logs"}],
+                "serviceType": "NodePort",
+            },
+            "runPolicy": {
+                "cleanPodPolicy": "Running",
+                "ttlSecondsAfterFinished": 10,
+                "activeDeadlineSeconds": 100,
+                "backoffLimit": 3,
+                "suspend": False,
+            },
+        },
+    }
+
+
+def running(job: dict[str, Any]) -> tuple[dict[str, Any], Observed]:
+    """The job after its first passes: a status and Running children."""
+    first = reconcile(job, Observed(), CONFIG, NOW)
+    objs = [copy.deepcopy(a.obj) for a in first.actions if isinstance(a, Create)]
+    for i, obj in enumerate(objs):
+        obj["metadata"]["uid"] = f"c-{i}"
+        if obj["kind"] == "Pod":
+            obj["status"] = {"phase": "Running"}
+    job = copy.deepcopy(job) | {"status": first.status}
+
+    def of(kind: str) -> list[dict[str, Any]]:
+        return [o for o in objs if o["kind"] == kind]
+
+    observed = Observed(of("Pod"), of("Service"), of("ConfigMap"), of("Deployment"))
+    return job | {"status": reconcile(job, observed, CONFIG, NOW).status}, observed
+
+
+def paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    yield prefix
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from paths(value, (*prefix, index))
+
+
+def mutations(obj: Any) -> Iterator[Any]:
+    """obj with one field replaced by junk, or removed."""
+    for path in paths(obj):
+        if not path:
+            continue
+        for value in [*JUNK, "<remove>"]:
+            mutated = copy.deepcopy(obj)
+            parent = mutated
+            for key in path[:-1]:
+                parent = parent[key]
+            if value == "<remove>":
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = value
+            yield mutated
+
+
+def check(result: Result, job: Any) -> None:
+    assert isinstance(result, Result)
+    reasons = [a.reason for a in result.actions if isinstance(a, Event)]
+    assert "InternalError" not in reasons
+    status = result.status
+    json.dumps(status)  # plain data only
+    assert status["state"] in STATES
+    assert status["phase"] in PHASES
+    created = [a.obj for a in result.actions if isinstance(a, Create)]
+    if status.get("reason") == "InvalidSpec":
+        assert status["state"] == "Failed"
+        assert created == []
+        assert "InvalidSpec" in reasons
+    for obj in created:
+        json.dumps(obj)
+        meta = obj["metadata"]
+        assert meta["name"]
+        assert meta["namespace"] == job["metadata"]["namespace"]
+        assert meta["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+    for delete in (a for a in result.actions if isinstance(a, Delete)):
+        assert delete.uid  # only objects we observed, guarded by their uid
+
+
+def test_every_malformed_field_of_a_new_job() -> None:
+    count = 0
+    for job in mutations(rich_job()):
+        check(reconcile(job, Observed(), CONFIG, NOW), job)
+        count += 1
+    assert count > 500
+
+
+def test_every_malformed_field_of_a_running_job() -> None:
+    job, observed = running(rich_job())
+    for mutated in mutations({"metadata": job["metadata"], "spec": job["spec"]}):
+        check(reconcile(job | mutated, observed, CONFIG, NOW), job | mutated)
+
+
+def test_every_malformed_field_of_a_previous_status() -> None:
+    job, observed = running(rich_job())
+    for status in mutations(job["status"]):
+        check(reconcile(job | {"status": status}, observed, CONFIG, NOW), job)
+
+
+def test_every_malformed_field_of_an_observed_pod() -> None:
+    job, observed = running(rich_job())
+    for pod in mutations(observed.pods[0]):
+        pods = [pod, *observed.pods[1:]]
+        check(
+            reconcile(job, Observed(pods, observed.services, observed.configmaps), CONFIG, NOW), job
+        )
+
+
+@pytest.mark.parametrize("value", [*JUNK, "<remove>"])
+def test_the_job_itself_or_its_sections_replaced(value: Any) -> None:
+    for section in ("metadata", "spec", "status", "kind"):
+        job = rich_job()
+        if value == "<remove>":
+            job.pop(section, None)
+        else:
+            job[section] = value
+        check(reconcile(job, Observed(), CONFIG, NOW), job)
+    check(reconcile(value, Observed(), CONFIG, NOW), None)  # type: ignore[arg-type]
+
+
+def random_tree(rng: random.Random, depth: int) -> Any:
+    if depth == 0 or rng.random() < 0.3:
+        return rng.choice(JUNK)
+    if rng.random() < 0.5:
+        return [random_tree(rng, depth - 1) for _ in range(rng.randint(0, 3))]
+    keys = [
+        "replicaSpecs",
+        "tfReplicaType",
+        "replicas",
+        "template",
+        "spec",
+        "containers",
+        "name",
+        "x",
+    ]
+    return {rng.choice(keys): random_tree(rng, depth - 1) for _ in range(rng.randint(0, 4))}
+
+
+def test_random_specs() -> None:
+    rng = random.Random(20260301)
+    for _ in range(300):
+        job = rich_job()
+        job["spec"] = random_tree(rng, 5)
+        check(reconcile(job, Observed(), CONFIG, NOW), job)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            lambda j: j["spec"]["replicaSpecs"][0]["template"]["spec"].pop("containers"),
+            "containers",
+        ),
+        (lambda j: j["spec"]["replicaSpecs"].append({"tfReplicaType": "EVALUATOR"}), "EVALUATOR"),
+        (lambda j: j.update(kind="PyTorchJob"), "kind: 'PyTorchJob'"),
+        (lambda j: j["metadata"].pop("uid"), "metadata.uid"),
+    ],
+)
+def test_invalid_spec_names_the_problem(change: Any, message: str) -> None:
+    job = rich_job()
+    change(job)
+    result = reconcile(job, Observed(), CONFIG, NOW)
+    assert result.status["reason"] == "InvalidSpec"
+    [event] = [a for a in result.actions if isinstance(a, Event)]
+    assert event.type == "Warning"
+    assert message in event.message
+    assert (
+        message in next(c for c in result.status["conditions"] if c["type"] == "Failed")["message"]
+    )

@@ -1,0 +1,108 @@
+"""The work queue keeps client-go's promises: dedup, one worker per key, backoff."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from dlk8s.workqueue import ShutDownError, WorkQueue
+
+
+def test_adding_a_waiting_key_twice_queues_it_once() -> None:
+    queue = WorkQueue()
+    queue.add("a")
+    queue.add("b")
+    queue.add("a")
+    assert len(queue) == 2
+    assert [queue.get(timeout=1), queue.get(timeout=1)] == ["a", "b"]
+    with pytest.raises(TimeoutError):
+        queue.get(timeout=0.05)
+
+
+def test_key_added_while_processing_waits_for_done() -> None:
+    queue = WorkQueue()
+    queue.add("job")
+    key = queue.get(timeout=1)
+    queue.add("job")  # an event arrives while a worker holds the key
+    with pytest.raises(TimeoutError):
+        queue.get(timeout=0.05)  # a second worker must not get it now
+    queue.done(key)
+    assert queue.get(timeout=1) == "job"
+
+
+def test_never_two_workers_on_one_key() -> None:
+    queue = WorkQueue()
+    active: set[str] = set()
+    overlaps = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            try:
+                key = queue.get(timeout=0.5)
+            except (ShutDownError, TimeoutError):
+                return
+            with lock:
+                if key in active:
+                    overlaps.append(key)
+                active.add(key)
+            time.sleep(0.001)
+            with lock:
+                active.discard(key)
+            queue.done(key)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for i in range(2000):
+        queue.add(f"k{i % 5}")
+    for t in threads:
+        t.join()
+    assert overlaps == []
+
+
+def test_rate_limited_retries_back_off_exponentially_until_forgotten() -> None:
+    queue = WorkQueue(base_delay=0.05, max_delay=1)
+    delays = []
+    for _ in range(3):
+        began = time.monotonic()
+        queue.add_rate_limited("flaky")
+        key = queue.get(timeout=2)
+        delays.append(time.monotonic() - began)
+        queue.done(key)
+    assert queue.failures("flaky") == 3
+    assert delays[0] >= 0.045
+    assert delays[1] >= 0.095
+    assert delays[2] >= 0.195
+    queue.forget("flaky")
+    assert queue.failures("flaky") == 0
+
+
+def test_add_after_releases_at_the_right_time() -> None:
+    queue = WorkQueue()
+    began = time.monotonic()
+    queue.add_after("later", 0.2)
+    queue.add_after("sooner", 0.05)
+    assert queue.get(timeout=1) == "sooner"
+    assert queue.get(timeout=1) == "later"
+    assert time.monotonic() - began >= 0.195
+
+
+def test_shut_down_releases_blocked_workers() -> None:
+    queue = WorkQueue()
+    outcome = []
+
+    def worker() -> None:
+        try:
+            queue.get()
+        except ShutDownError:
+            outcome.append("shut down")
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    time.sleep(0.05)
+    queue.shut_down()
+    thread.join(timeout=1)
+    assert outcome == ["shut down"]
