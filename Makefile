@@ -12,7 +12,7 @@ PYTEST    := $(VENV_BIN)/pytest
 export PATH := $(TOOLS_BIN):$(VENV_BIN):$(PATH)
 
 include tools/versions.env
--include charts/dlk8s.mk
+include charts/dlk8s.mk
 
 .PHONY: help
 help: ## list the targets
@@ -31,7 +31,7 @@ $(VENV)/.installed: pyproject.toml tools/versions.env
 	touch $@
 
 .PHONY: lint
-lint: tools ## ruff, mypy, helm lint (3 and 4), ct lint, yamllint
+lint: tools chart-lint ## ruff, mypy, helm lint (3 and 4), ct lint, yamllint
 	$(VENV_BIN)/ruff check hooks tests
 	$(VENV_BIN)/ruff format --check hooks tests
 	$(VENV_BIN)/mypy
@@ -45,7 +45,7 @@ e2e: tools ## end-to-end tests on the local control plane
 	$(PYTEST) tests/e2e
 
 .PHONY: test
-test: lint ## everything CI checks
+test: lint chart-unittest ## everything CI checks
 	$(PYTEST) tests
 
 .PHONY: demo

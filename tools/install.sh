@@ -132,9 +132,22 @@ GO
 
 go_install() { GOBIN="$1" go install -trimpath -ldflags "-s -w" "$2@$3"; }
 build_kwok() { go_install "$1" sigs.k8s.io/kwok/cmd/kwok "$2"; }
-build_ct() { go_install "$1" github.com/helm/chart-testing/v3/ct "$2"; }
+
+# build_in_module OUT MODULE VERSION PACKAGE: builds PACKAGE inside a copy of
+# MODULE's own source, for modules that `go install` refuses (replace
+# directives in their go.mod) or whose version list the proxy will not serve.
+build_in_module() {
+  local out="$1" module="$2" version="$3" package="$4"
+  local dir src="$out/src"
+  dir="$(go mod download -json "$module@$version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  cp -r "$dir" "$src"
+  chmod -R u+w "$src"
+  (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$out/$(basename "$package")" "./$package")
+  rm -rf "$src"
+}
+build_ct() { build_in_module "$1" github.com/helm/chart-testing/v3 "$2" ct; }
 build_helm_unittest() {
-  go_install "$1" github.com/helm-unittest/helm-unittest/cmd/helm-unittest "$2"
+  build_in_module "$1" github.com/helm-unittest/helm-unittest "$2" cmd/helm-unittest
 }
 
 # --- Official kubectl and helm binaries, shipped inside PyPI wheels ----------

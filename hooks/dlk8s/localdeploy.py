@@ -109,7 +109,10 @@ def install_chart(
     helm: str = "helm4",
     timeout: str = "180s",
 ) -> Install:
-    argv = ["upgrade", "--install", release, str(CHART), "-n", namespace, "--create-namespace"]
+    # --take-ownership: the CRDs are cluster-wide and kept on uninstall, so a
+    # cluster that saw another release (another test, an earlier demo) has them.
+    argv = ["upgrade", "--install", release, str(CHART), "-n", namespace, "--create-namespace",
+            "--take-ownership"]  # fmt: skip
     for path in values:
         argv += ["-f", str(path)]
     for item in sets:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from dlk8s.localcluster import LocalCluster, leftover_processes, missing_tools
+from dlk8s.localdeploy import Install, OperatorProcess, install_chart
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -44,3 +45,19 @@ def namespace(cluster: LocalCluster) -> Iterator[str]:
         yield name
     finally:
         cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+
+
+@pytest.fixture(scope="session")
+def install(cluster: LocalCluster) -> Install:
+    """The chart, installed once per session with helm 4 and cloud=gke."""
+    return install_chart(cluster)
+
+
+@pytest.fixture(scope="session")
+def operator(install: Install) -> Iterator[OperatorProcess]:
+    """One operator for the session, running with the chart's ServiceAccount."""
+    process = OperatorProcess(install, name="session-operator").start()
+    try:
+        yield process
+    finally:
+        process.stop()

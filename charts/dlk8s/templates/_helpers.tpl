@@ -1,0 +1,161 @@
+{{/*
+Chart name, cut to 63 characters because some Kubernetes name fields are
+limited to that (by the DNS naming spec).
+*/}}
+{{- define "dlk8s.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name of the release's resources. The release name alone when it already
+contains the chart name, so `helm install dlk8s` does not give dlk8s-dlk8s.
+*/}}
+{{- define "dlk8s.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "dlk8s.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels on every resource. Pass a dict with "ctx" (the root context) and
+"component".
+*/}}
+{{- define "dlk8s.labels" -}}
+helm.sh/chart: {{ include "dlk8s.chart" .ctx }}
+{{ include "dlk8s.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: dlk8s
+{{- end }}
+
+{{/*
+Selector labels. The component keeps the metrics Service from selecting the
+`helm test` pod.
+*/}}
+{{- define "dlk8s.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "dlk8s.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "dlk8s.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "dlk8s.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "dlk8s.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+Where the operator finds its files. The operator reads the config from
+DLK8S_CONFIG_FILE; the config names the gRPC server script's path.
+*/}}
+{{- define "dlk8s.configDir" -}}/etc/dlk8s/config{{- end }}
+{{- define "dlk8s.configKey" -}}controller_config_file.yaml{{- end }}
+{{- define "dlk8s.grpcDir" -}}/etc/dlk8s/grpc{{- end }}
+{{- define "dlk8s.grpcKey" -}}grpc_tensorflow_server.py{{- end }}
+
+{{- define "dlk8s.configMapName" -}}
+{{- default (printf "%s-config" (include "dlk8s.fullname" .)) .Values.config.existingConfigMap }}
+{{- end }}
+
+{{- define "dlk8s.grpcConfigMapName" -}}
+{{- printf "%s-grpc" (include "dlk8s.fullname" .) }}
+{{- end }}
+
+{{- define "dlk8s.leaderElectionId" -}}
+{{- printf "%s-leader" (include "dlk8s.fullname" .) }}
+{{- end }}
+
+{{/*
+"true" or "false": leader election is on when asked for, or, when left null,
+exactly when more than one operator pod runs.
+*/}}
+{{- define "dlk8s.leaderElect" -}}
+{{- $enabled := .Values.operator.leaderElection.enabled }}
+{{- if kindIs "invalid" $enabled }}
+{{- gt (int .Values.replicaCount) 1 | toString }}
+{{- else }}
+{{- $enabled | toString }}
+{{- end }}
+{{- end }}
+
+{{/*
+Namespace the operator watches: all ("") for a cluster-wide install, the
+release namespace when its permissions end there.
+*/}}
+{{- define "dlk8s.watchNamespace" -}}
+{{- if eq .Values.rbac.scope "namespace" }}{{ .Release.Namespace }}{{ end }}
+{{- end }}
+
+{{/*
+"true" or "false": the PaddleJob autoscaler reads nodes, which only a
+cluster-wide install may.
+*/}}
+{{- define "dlk8s.autoscalerEnabled" -}}
+{{- and .Values.autoscaler.enabled (eq .Values.rbac.scope "cluster") | toString }}
+{{- end }}
+
+{{/*
+The accelerators the operator knows: the selected cloud's preset, with each
+resource listed in config.accelerators replacing the preset's entry for it.
+Entries are whole units (a volume list cannot be merged item by item in any
+way that users could predict), so this merges one level deep only.
+*/}}
+{{- define "dlk8s.accelerators" -}}
+{{- $accelerators := dict }}
+{{- if .Values.cloud }}
+{{- $preset := index .Values.cloudPresets .Values.cloud }}
+{{- range $resource, $entry := $preset.accelerators }}
+{{- $_ := set $accelerators $resource $entry }}
+{{- end }}
+{{- end }}
+{{- range $resource, $entry := .Values.config.accelerators }}
+{{- $_ := set $accelerators $resource $entry }}
+{{- end }}
+{{- $normalized := dict }}
+{{- range $resource, $entry := $accelerators }}
+{{- $_ := set $normalized $resource (dict "volumes" (default list $entry.volumes) "envVars" (default list $entry.envVars)) }}
+{{- end }}
+{{- toYaml $normalized }}
+{{- end }}
+
+{{/*
+The controller config file the operator reads (DLK8S_CONFIG_FILE).
+*/}}
+{{- define "dlk8s.controllerConfig" -}}
+{{- $config := dict
+      "accelerators" (include "dlk8s.accelerators" . | fromYaml)
+      "tfImage" .Values.config.tfImage
+      "grpcServerFilePath" (printf "%s/%s" (include "dlk8s.grpcDir" .) (include "dlk8s.grpcKey" .)) }}
+{{- toYaml $config }}
+{{- end }}
+
+{{/*
+Combinations that the schema cannot express, reported with what to do.
+*/}}
+{{- define "dlk8s.validate" -}}
+{{- if .Values.config.existingConfigMap }}
+{{- if .Values.cloud }}
+{{- fail (printf "config.existingConfigMap (%q) and cloud (%q) exclude each other: the GPU config comes from your ConfigMap, so leave cloud empty (\"\")" .Values.config.existingConfigMap .Values.cloud) }}
+{{- end }}
+{{- if .Values.config.accelerators }}
+{{- fail (printf "config.existingConfigMap (%q) and config.accelerators exclude each other: put the accelerators into your ConfigMap's controller_config_file.yaml" .Values.config.existingConfigMap) }}
+{{- end }}
+{{- end }}
+{{- end }}
