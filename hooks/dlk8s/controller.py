@@ -22,6 +22,7 @@ from dlk8s import metrics
 from dlk8s.actions import Action, Create, Delete, DeleteJob, Event, Patch
 from dlk8s.api import API_VERSION, LABEL_JOB_NAME, Observed
 from dlk8s.config import ControllerConfig
+from dlk8s.expectations import Change, Expectations
 from dlk8s.kinds import KINDS
 from dlk8s.kube import ApiError, Kube, Resource, register, resource_for
 from dlk8s.reconcile import reconcile
@@ -38,6 +39,7 @@ CHILD_KINDS = {
     "configmaps": resource_for("v1", "ConfigMap"),
     "deployments": resource_for("apps/v1", "Deployment"),
 }
+GROUP_OF_KIND = {res.kind: group for group, res in CHILD_KINDS.items()}
 
 JobKey = tuple[str, str, str]  # kind, namespace, name
 
@@ -103,6 +105,7 @@ class Controller:
         self.clock = clock
         self.queue = WorkQueue()
         self.children = ChildIndex()
+        self.expectations = Expectations()
         self._pool = ThreadPoolExecutor(max_workers=api_parallelism, thread_name_prefix="api")
         self._job_informers = {
             kind: kube.informer(res, self.namespace) for kind, res in JOB_RESOURCES.items()
@@ -137,13 +140,18 @@ class Controller:
         return handle
 
     def _on_job_deleted(self, obj: dict[str, Any]) -> None:
+        uid = obj.get("metadata", {}).get("uid", "")
+        self.expectations.forget(uid)
         with self._written_lock:
-            self._written.pop(obj.get("metadata", {}).get("uid", ""), None)
+            self._written.pop(uid, None)
 
     def _on_child(self, group: str, event: str) -> Callable[[dict[str, Any]], None]:
         def handle(obj: dict[str, Any]) -> None:
             owner = self.children.apply(group, event, obj)
             if owner is not None:
+                meta = obj["metadata"]
+                seen = ("uid", meta.get("uid", "")) if event == DELETED else (group, meta["name"])
+                self.expectations.observe(owner["uid"], seen)
                 namespace = obj["metadata"].get("namespace", "")
                 self.queue.add((owner["kind"], namespace, owner["name"]))
 
@@ -230,6 +238,11 @@ class Controller:
             return None
         started = time.monotonic()
         uid = job["metadata"]["uid"]
+        wait = self.expectations.wait_left(uid)
+        if wait:
+            # The events that show our last changes requeue the job; the
+            # timer only matters if one of them never comes.
+            return wait
         result = reconcile(job, self.children.observed(uid), self.config, self.clock())
         self._execute(job, result.actions)
         if result.status != job.get("status"):
@@ -243,6 +256,8 @@ class Controller:
         """API calls of one pass go out in parallel; events are sent after the changes."""
         changes = [a for a in actions if not isinstance(a, Event)]
         events = [a for a in actions if isinstance(a, Event)]
+        uid = job["metadata"]["uid"]
+        self.expectations.expect(uid, {c for a in changes if (c := expected_change(a))})
         failures = [err for err in self._pool.map(self._apply_safely(job), changes) if err]
         for event in events:
             self._pool.submit(self._send_event, job, event)
@@ -251,23 +266,29 @@ class Controller:
 
     def _apply_safely(self, job: dict[str, Any]) -> Callable[[Action], Exception | None]:
         def apply(action: Action) -> Exception | None:
+            change = expected_change(action)
             try:
-                self._apply(job, action)
-                return None
+                changed = self._apply(job, action)
             except Exception as err:
+                changed = False
                 return err
+            finally:
+                if change and not changed:
+                    self.expectations.cancel(job["metadata"]["uid"], change)
+            return None
 
         return apply
 
-    def _apply(self, job: dict[str, Any], action: Action) -> None:
+    def _apply(self, job: dict[str, Any], action: Action) -> bool:
+        """Carry out one action; whether it changed something the caches will show."""
         meta = job["metadata"]
         if isinstance(action, Create):
-            self.kube.create(action.obj)
-        elif isinstance(action, Delete):
-            self.kube.delete(
+            return self.kube.create(action.obj) is not None
+        if isinstance(action, Delete):
+            return self.kube.delete(
                 action.api_version, action.kind, action.namespace, action.name, action.uid
             )
-        elif isinstance(action, Patch):
+        if isinstance(action, Patch):
             self.kube.patch(
                 action.api_version, action.kind, action.namespace, action.name, action.patch
             )
@@ -275,6 +296,7 @@ class Controller:
             self.kube.delete(
                 job["apiVersion"], job["kind"], meta["namespace"], meta["name"], meta["uid"]
             )
+        return False
 
     def _send_event(self, job: dict[str, Any], event: Event) -> None:
         try:
@@ -298,6 +320,11 @@ class Controller:
 
     # -- introspection -------------------------------------------------------------------
 
+    def jobs(self, kind: str) -> list[dict[str, Any]]:
+        """The jobs of one kind in the cache (the autoscaler reads PaddleJobs here)."""
+        informer = self._job_informers.get(kind)
+        return informer.cache.list() if informer is not None else []
+
     def count_jobs(self) -> dict[tuple[str, str], int]:
         counts: Counter[tuple[str, str]] = Counter()
         for kind, informer in self._job_informers.items():
@@ -305,6 +332,16 @@ class Controller:
                 state = (job.get("status") or {}).get("state") or "Pending"
                 counts[(kind, state)] += 1
         return dict(counts)
+
+
+def expected_change(action: Action) -> Change | None:
+    """How a create or delete of a watched child will show up in the caches."""
+    if isinstance(action, Create):
+        group = GROUP_OF_KIND.get(action.obj.get("kind", ""))
+        return (group, action.obj["metadata"]["name"]) if group else None
+    if isinstance(action, Delete) and action.uid and action.kind in GROUP_OF_KIND:
+        return ("uid", action.uid)
+    return None
 
 
 def event_manifest(job: dict[str, Any], event: Event, now: datetime) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from kubernetes import client, config
 from kubernetes.informer import SharedInformer
+from kubernetes.informer.cache import ObjectCache
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
@@ -82,6 +83,11 @@ class ApiError(Exception):
     @property
     def api_reason(self) -> str:
         return str(self.body.get("reason", ""))
+
+    @property
+    def namespace_terminating(self) -> bool:
+        causes = (self.body.get("details") or {}).get("causes") or []
+        return self.status == 403 and any(c.get("type") == "NamespaceTerminating" for c in causes)
 
 
 def load_api_client(kubeconfig: str | None = None, pool_size: int = 64) -> client.ApiClient:
@@ -152,10 +158,23 @@ class Kube:
         resource: Resource,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Callable[[dict[str, Any]], Any] | None = None,
     ) -> SharedInformer:
-        """The client's SharedInformer, fed plain dicts instead of typed models."""
-        list_func = _ListWatch(self, resource, namespace, label_selector)
-        return SharedInformer(list_func, label_selector=label_selector)
+        """The client's SharedInformer, fed plain dicts instead of typed models.
+
+        With `transform`, the cache keeps transform(obj) instead of the object
+        (None: not kept), for watches of many objects of which little is
+        needed (the autoscaler's view of every pod); handlers still get the
+        object itself.
+        """
+        list_func = _ListWatch(self, resource, namespace, label_selector, field_selector)
+        informer = SharedInformer(
+            list_func, label_selector=label_selector, field_selector=field_selector
+        )
+        if transform is not None:
+            informer._cache = _TransformingCache(transform)
+        return informer
 
     # -- writes ------------------------------------------------------------------------
 
@@ -170,6 +189,10 @@ class Kube:
             return created
         except ApiError as err:
             if err.status == 409 and err.api_reason == "AlreadyExists":
+                return None
+            if err.namespace_terminating:
+                # The namespace and the job with it are going away: nothing to
+                # retry, and retrying would only load the API server.
                 return None
             raise
 
@@ -282,18 +305,25 @@ class _ListWatch:
     """
 
     def __init__(
-        self, kube: Kube, resource: Resource, namespace: str | None, label_selector: str | None
+        self,
+        kube: Kube,
+        resource: Resource,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None = None,
     ) -> None:
         self._kube = kube
         self._resource = resource
         self._namespace = namespace
         self._selector = label_selector
+        self._field_selector = field_selector
         self.synced = threading.Event()
 
     def __call__(self, **kw: Any):  # type: ignore[no-untyped-def]
         watch = bool(kw.get("watch"))
         query = [
             ("labelSelector", kw.get("label_selector") or self._selector),
+            ("fieldSelector", kw.get("field_selector") or self._field_selector),
             ("resourceVersion", kw.get("resource_version")),
             ("watch", "true" if watch else None),
             ("allowWatchBookmarks", "true" if watch else None),
@@ -321,6 +351,31 @@ class _ListWatch:
             timeout=(10, 600),
             resource=self._resource.plural,
         )
+
+
+class _TransformingCache(ObjectCache):  # type: ignore[misc]
+    """An informer cache that keeps transform(obj), keyed like the object."""
+
+    def __init__(self, transform: Callable[[dict[str, Any]], Any]) -> None:
+        super().__init__()
+        self._transform = transform
+
+    def _put(self, obj: dict[str, Any]) -> None:
+        key, slim = self._key_func(obj), self._transform(obj)
+        with self._rlock:
+            if slim is None:
+                self._objects.pop(key, None)
+            else:
+                self._objects[key] = slim
+
+    def _replace_all(self, objects: Iterable[dict[str, Any]]) -> None:
+        rebuilt = {}
+        for obj in objects:
+            slim = self._transform(obj)
+            if slim is not None:
+                rebuilt[self._key_func(obj)] = slim
+        with self._rlock:
+            self._objects = rebuilt
 
 
 def _verb(method: str, stream: bool) -> str:

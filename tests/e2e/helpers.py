@@ -1,0 +1,110 @@
+"""Small helpers the end-to-end tests share."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from dlk8s.localcluster import EXIT_CODE_ANNOTATION, REPO_ROOT, LocalCluster
+
+T = TypeVar("T")
+EXAMPLES = REPO_ROOT / "examples"
+
+
+def wait_until(predicate: Callable[[], T], timeout: float = 60, what: str = "") -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.25)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def get_json(cluster: LocalCluster, *args: str) -> dict[str, Any]:
+    out = cluster.kubectl("get", *args, "-o", "json")
+    found: dict[str, Any] = json.loads(out.stdout)
+    return found
+
+
+def get_or_none(cluster: LocalCluster, *args: str) -> dict[str, Any] | None:
+    out = cluster.kubectl("get", *args, "-o", "json", check=False)
+    if out.returncode != 0:
+        if "NotFound" in out.stderr:
+            return None
+        raise AssertionError(out.stderr)
+    found: dict[str, Any] = json.loads(out.stdout)
+    return found
+
+
+def apply(cluster: LocalCluster, namespace: str, manifest: dict[str, Any]) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+
+
+def example(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
+    return loaded
+
+
+def pods_of(cluster: LocalCluster, namespace: str, job: str) -> dict[str, dict[str, Any]]:
+    items = get_json(cluster, "pods", "-n", namespace, "-l", f"dlk8s.io/job-name={job}")["items"]
+    return {p["metadata"]["name"]: p for p in items}
+
+
+def finish_pod(cluster: LocalCluster, namespace: str, pod: str, exit_code: int) -> None:
+    """Have kwok end the pod's containers with this exit code."""
+    wait_until(
+        lambda: (
+            (get_or_none(cluster, "pod", pod, "-n", namespace) or {}).get("status", {}).get("phase")
+            == "Running"
+        ),
+        what=f"pod {pod} to run",
+    )
+    cluster.kubectl(
+        "annotate",
+        "pod",
+        pod,
+        "-n",
+        namespace,
+        f"{EXIT_CODE_ANNOTATION}={exit_code}",
+        "--overwrite",
+    )
+
+
+def job_status(cluster: LocalCluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    job = get_or_none(cluster, kind.lower(), name, "-n", namespace)
+    status: dict[str, Any] = (job or {}).get("status") or {}
+    return status
+
+
+def wait_for_state(
+    cluster: LocalCluster, namespace: str, kind: str, name: str, state: str, timeout: float = 60
+) -> dict[str, Any]:
+    return wait_until(
+        lambda: (s := job_status(cluster, namespace, kind, name)).get("state") == state and s,
+        timeout=timeout,
+        what=f"{kind} {name} to reach state {state}",
+    )
+
+
+def wait_for_phase(
+    cluster: LocalCluster, namespace: str, kind: str, name: str, phase: str, timeout: float = 60
+) -> dict[str, Any]:
+    return wait_until(
+        lambda: (s := job_status(cluster, namespace, kind, name)).get("phase") == phase and s,
+        timeout=timeout,
+        what=f"{kind} {name} to reach phase {phase}",
+    )
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
+
+
+def read(path: Path) -> str:
+    return path.read_text()
