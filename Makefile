@@ -13,10 +13,12 @@ export PATH := $(TOOLS_BIN):$(VENV_BIN):$(PATH)
 
 include tools/versions.env
 include charts/dlk8s.mk
+include bench/bench.mk
+include bench/elastic.mk
 
 .PHONY: help
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: tools
 tools: $(VENV)/.installed ## install the pinned tool chain into .tools/ (cached per user)

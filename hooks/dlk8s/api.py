@@ -227,15 +227,29 @@ class Slot:
         return self.replica.role
 
 
+def role_of(entry: Obj, role_field: str, default_role: str | None) -> Any:
+    """An entry's role, or the default when it names none (as the CRD defaults it)."""
+    role = entry.get(role_field)
+    return default_role if role is None else role
+
+
 def replicas_from_specs(
-    job: Obj, role_field: str, port_field: str, default_port: int
+    job: Obj,
+    role_field: str,
+    port_field: str | None,
+    default_port: int,
+    default_role: str | None = None,
 ) -> tuple[Replica, ...]:
-    """The spec.replicaSpecs[] shape shared by TFJob, MXJob and Caffe2Job."""
+    """The spec.replicaSpecs[] shape shared by TFJob, MXJob and Caffe2Job.
+
+    A kind without a port field gets default_port on every replica; an entry
+    without the role field gets default_role (what the CRD defaults it to).
+    """
     return tuple(
         Replica(
-            role=entry[role_field],
+            role=role_of(entry, role_field, default_role),
             replicas=as_int(entry.get("replicas"), 1),
-            port=as_int(entry.get(port_field), default_port),
+            port=as_int(entry.get(port_field), default_port) if port_field else default_port,
             template=as_dict(entry.get("template")),
             restart_policy=as_str(entry.get("restartPolicy"), RestartPolicy.EXIT_CODE),
         )
@@ -258,6 +272,8 @@ class JobContext:
     replicas: tuple[Replica, ...]
     slots: tuple[Slot, ...]
     config: ControllerConfig
+    # The role whose pods decide the job's outcome (see Kind.deciding_roles).
+    deciding_role: str | None = None
     # Values every child of one pass shares (labels, the cluster layout),
     # computed once: a job of a thousand replicas must not cost a million.
     memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -266,6 +282,10 @@ class JobContext:
         if key not in self.memo:
             self.memo[key] = compute()
         return self.memo[key]  # type: ignore[no-any-return]
+
+    def pod_count(self, *roles: str) -> int:
+        """How many pods the spec asks for in these roles (all roles if none given)."""
+        return sum(r.replicas for r in self.replicas if not roles or r.role in roles)
 
 
 def _no_extras(ctx: JobContext) -> list[Obj]:
@@ -278,6 +298,14 @@ def _no_problems(ctx: JobContext, existing: Observed) -> list[str]:
 
 def _unchanged(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
     return pod
+
+
+def _no_status_fields(job: Obj, previous: Obj, now: str) -> Obj:
+    return {}
+
+
+def _no_updates(ctx: JobContext, owned: Observed) -> list[Any]:
+    return []
 
 
 @dataclass(frozen=True)
@@ -299,6 +327,13 @@ class Observed:
 class Kind:
     """What makes one job kind different; everything else is shared.
 
+    deciding_roles: how the job's outcome is decided. The first of these roles
+                  the job has pods of decides it: the job succeeds once every
+                  pod of that role has succeeded, and fails as soon as one of
+                  them fails for good (policy.decide). TFJob: (MASTER,);
+                  Caffe2Job: (MASTER, WORKER), i.e. the MASTER, or without
+                  one all the workers. Other roles' pods end the job only by
+                  failing under restartPolicy Never.
     validate:     problems of a job (field paths and what is wrong), [] if usable.
     replicas:     the replica types of a valid job, in spec order.
     decorate_pod: adds the kind's environment, default containers and volumes
@@ -307,11 +342,17 @@ class Kind:
                   (ConfigMaps, TensorBoard), as complete manifests.
     preflight:    problems outside the job (controller configuration) that
                   must block creating children; the job waits, it is not failed.
+    status_fields: the kind's own status fields (PaddleJob's trainers), from
+                  the raw job, its previous status and the time; merged into
+                  the status on every path, for invalid and finished jobs
+                  too, so it must never raise.
+    update_children: actions on children that exist (patches, the kind's own
+                  events) for an active job; the engine creates and deletes.
     """
 
     name: str
     roles: tuple[str, ...]
-    deciding_role: str
+    deciding_roles: tuple[str, ...]
     container: str
     port_name: str | None
     validate: Callable[[Obj], list[str]]
@@ -319,3 +360,11 @@ class Kind:
     decorate_pod: Callable[[JobContext, Slot, Obj], Obj] = _unchanged
     extras: Callable[[JobContext], list[Obj]] = _no_extras
     preflight: Callable[[JobContext, Observed], list[str]] = _no_problems
+    status_fields: Callable[[Obj, Obj, str], Obj] = _no_status_fields
+    # Returns actions (dlk8s.actions.Action); typed Any to keep api free of imports.
+    update_children: Callable[[JobContext, Observed], list[Any]] = _no_updates
+
+    def deciding_role(self, replicas: Sequence[Replica]) -> str | None:
+        """The role that decides a job of these replicas (None: nothing can)."""
+        present = {r.role for r in replicas if r.replicas > 0}
+        return next((role for role in self.deciding_roles if role in present), None)

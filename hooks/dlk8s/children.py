@@ -122,23 +122,30 @@ def pod_for_slot(ctx: JobContext, slot: Slot, restart_count: int) -> Obj:
     }
     spec = copy.deepcopy(as_dict(template.get("spec")))
     spec["restartPolicy"] = "Never"
+    if spec.get("hostNetwork") is True and "dnsPolicy" not in spec:
+        # On the host network a pod gets the node's resolver by default and
+        # could not look up the other replicas' Services.
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     return manifest(POD, ctx, slot.name, labels, {"spec": spec}, annotations)
 
 
-def headless_service(ctx: JobContext, slot: Slot, port_name: str) -> Obj:
-    """A Service that gives one replica the stable DNS name `service_host`.
+def headless_service(
+    ctx: JobContext, slot: Slot, port_name: str, name: str | None = None, port: int | None = None
+) -> Obj:
+    """A Service that gives one replica the stable DNS name `service_host`
+    (or, with `name` and `port`, another name for another port of its pod).
 
     publishNotReadyAddresses: replicas look each other up while starting,
     before any readiness probe could pass.
     """
-    port = slot.replica.port
+    port = slot.replica.port if port is None else port
     spec: Obj = {
         "clusterIP": "None",
         "publishNotReadyAddresses": True,
         "selector": slot_selector(ctx, slot),
         "ports": [{"name": port_name, "port": port, "targetPort": port, "protocol": "TCP"}],
     }
-    return manifest(SERVICE, ctx, slot.name, slot_labels(ctx, slot), {"spec": spec})
+    return manifest(SERVICE, ctx, name or slot.name, slot_labels(ctx, slot), {"spec": spec})
 
 
 def config_map(ctx: JobContext, name: str, component: str, data: dict[str, str]) -> Obj:
@@ -146,11 +153,24 @@ def config_map(ctx: JobContext, name: str, component: str, data: dict[str, str])
 
 
 def service_host(ctx: JobContext, slot: Slot) -> str:
-    return f"{slot.name}.{ctx.namespace}.svc"
+    return service_dns(ctx, slot.name)
+
+
+def service_dns(ctx: JobContext, service: str) -> str:
+    """The DNS name of one of the job's Services, in the job's namespace."""
+    return f"{service}.{ctx.namespace}.svc"
 
 
 def service_address(ctx: JobContext, slot: Slot) -> str:
     return f"{service_host(ctx, slot)}:{slot.replica.port}"
+
+
+def cluster_spec(ctx: JobContext) -> dict[str, list[str]]:
+    """Role (lower case) -> service addresses by index; empty roles left out."""
+    cluster: dict[str, list[str]] = {}
+    for slot in ctx.slots:  # in spec order, then by index
+        cluster.setdefault(slot.role.lower(), []).append(service_address(ctx, slot))
+    return cluster
 
 
 def containers_named(pod_spec: Obj, name: str) -> list[Obj]:

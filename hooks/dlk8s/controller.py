@@ -19,13 +19,14 @@ from typing import Any
 from kubernetes.informer import ADDED, DELETED, MODIFIED
 
 from dlk8s import metrics
-from dlk8s.actions import Action, Create, Delete, DeleteJob, Event, Patch
+from dlk8s.actions import Action, Create, Delete, DeleteJob, Event, Patch, merge_events
 from dlk8s.api import API_VERSION, LABEL_JOB_NAME, Observed
 from dlk8s.config import ControllerConfig
 from dlk8s.expectations import Change, Expectations
 from dlk8s.kinds import KINDS
 from dlk8s.kube import ApiError, Kube, Resource, register, resource_for
 from dlk8s.reconcile import reconcile
+from dlk8s.statuswrites import StatusWrites
 from dlk8s.workqueue import ShutDownError, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ class Controller:
         self.queue = WorkQueue()
         self.children = ChildIndex()
         self.expectations = Expectations()
+        self.status_writes = StatusWrites()
         self._pool = ThreadPoolExecutor(max_workers=api_parallelism, thread_name_prefix="api")
         self._job_informers = {
             kind: kube.informer(res, self.namespace) for kind, res in JOB_RESOURCES.items()
@@ -142,6 +144,7 @@ class Controller:
     def _on_job_deleted(self, obj: dict[str, Any]) -> None:
         uid = obj.get("metadata", {}).get("uid", "")
         self.expectations.forget(uid)
+        self.status_writes.forget(uid)
         with self._written_lock:
             self._written.pop(uid, None)
 
@@ -245,21 +248,30 @@ class Controller:
             return wait
         result = reconcile(job, self.children.observed(uid), self.config, self.clock())
         self._execute(job, result.actions)
+        requeue = result.requeue_after
         if result.status != job.get("status"):
-            self._write_status(job, result.status)
+            created = any(isinstance(a, Create) for a in result.actions) and not any(
+                isinstance(a, Delete | DeleteJob) for a in result.actions
+            )
+            hold = self.status_writes.hold(uid, job.get("status"), result.status, created)
+            if hold:  # see dlk8s.statuswrites: a later pass writes it
+                requeue = hold if requeue is None else min(requeue, hold)
+            else:
+                self._write_status(job, result.status)
         metrics.RECONCILE_SECONDS.labels(key[0]).observe(time.monotonic() - started)
-        return result.requeue_after
+        return requeue
 
     # -- carrying out actions --------------------------------------------------------
 
     def _execute(self, job: dict[str, Any], actions: list[Action]) -> None:
-        """API calls of one pass go out in parallel; events are sent after the changes."""
+        """API calls of one pass go out in parallel; events are sent after the
+        changes, one per kind of event (see merge_events)."""
         changes = [a for a in actions if not isinstance(a, Event)]
         events = [a for a in actions if isinstance(a, Event)]
         uid = job["metadata"]["uid"]
         self.expectations.expect(uid, {c for a in changes if (c := expected_change(a))})
         failures = [err for err in self._pool.map(self._apply_safely(job), changes) if err]
-        for event in events:
+        for event in merge_events(events):
             self._pool.submit(self._send_event, job, event)
         if failures:
             raise failures[0]
@@ -306,6 +318,7 @@ class Controller:
 
     def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> None:
         updated = self.kube.replace_status({**job, "status": status})
+        self.status_writes.written(job["metadata"]["uid"])
         with self._written_lock:
             self._written[job["metadata"]["uid"]] = updated
         log.info(

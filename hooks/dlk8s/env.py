@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 
-from dlk8s.api import Obj, as_list
+from dlk8s.api import JobContext, Obj, Slot, as_list
+from dlk8s.children import cluster_spec
 
 
 def set_env(container: Obj, values: Mapping[str, str]) -> None:
@@ -33,3 +35,22 @@ def add_env_defaults(container: Obj, values: Iterable[tuple[str, str]]) -> None:
             present.add(name)
     if env:
         container["env"] = env
+
+
+def cluster_config(ctx: JobContext, slot: Slot, **extra: object) -> str:
+    """{"cluster": {role: [addresses]}, "task": {"type": role, "index": i}}
+    plus `extra`, as compact JSON with sorted keys (TF_CONFIG, CAFFE2_CONFIG),
+    so a job always yields identical pods.
+
+    Spliced from the cluster layout serialized once per pass: with many
+    replicas, every pod repeats the same (large) layout.
+    """
+    parts = {
+        "cluster": ctx.remember("cluster_config", lambda: compact_json(cluster_spec(ctx))),
+        "task": compact_json({"type": slot.role.lower(), "index": slot.index}),
+    } | {key: compact_json(value) for key, value in extra.items()}
+    return "{" + ",".join(f"{compact_json(k)}:{v}" for k, v in sorted(parts.items())) + "}"
+
+
+def compact_json(value: object) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from kubernetes import client, config
-from kubernetes.informer import SharedInformer
+from kubernetes.informer import ADDED, BOOKMARK, DELETED, MODIFIED, SharedInformer
 from kubernetes.informer.cache import ObjectCache
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
@@ -174,6 +174,7 @@ class Kube:
         )
         if transform is not None:
             informer._cache = _TransformingCache(transform)
+        _resume_from_last_event(informer)
         return informer
 
     # -- writes ------------------------------------------------------------------------
@@ -351,6 +352,30 @@ class _ListWatch:
             timeout=(10, 600),
             resource=self._resource.plural,
         )
+
+
+def _resume_from_last_event(informer: SharedInformer) -> None:
+    """Have a broken watch resume from the last event it delivered.
+
+    The client's Watch remembers the resourceVersion of each event only when
+    it decodes events into models; with plain dicts it keeps the list's, so
+    every reconnect (the server ends watches after its timeout, and drops
+    watchers that fall behind) replays every event since the list, or fails
+    with 410 and relists everything once that version is compacted. A slow
+    operator that falls behind is then sent more and more of the past.
+    Handlers run on the informer's thread while its Watch streams, so the
+    first handler moves the Watch's resourceVersion along (bookmarks too).
+    """
+
+    def track(obj: Any) -> None:
+        watch = informer._watch
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        version = meta.get("resourceVersion") if isinstance(meta, dict) else None
+        if watch is not None and version:
+            watch.resource_version = version
+
+    for event in (ADDED, MODIFIED, DELETED, BOOKMARK):
+        informer.add_event_handler(event, track)
 
 
 class _TransformingCache(ObjectCache):  # type: ignore[misc]

@@ -8,7 +8,11 @@ import sys
 import time
 
 # Fields a caller may pass through `extra=` and that end up as JSON keys.
-CONTEXT_FIELDS = ("job", "kind", "runtimeId", "action", "target", "error", "duration")
+# "cluster" and "changes" carry the autoscaler's one line per pass.
+CONTEXT_FIELDS = (
+    *("job", "kind", "runtimeId", "action", "target", "error", "duration"),
+    *("cluster", "changes"),
+)
 
 
 class JsonFormatter(logging.Formatter):

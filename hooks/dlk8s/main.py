@@ -13,8 +13,10 @@ import uuid
 from collections.abc import Sequence
 
 from dlk8s import logs, metrics, smoke
+from dlk8s.autoscaler_loop import AutoscalerLoop
 from dlk8s.config import load_config
 from dlk8s.controller import Controller
+from dlk8s.kinds.paddlejob import PADDLEJOB
 from dlk8s.kube import Kube, load_api_client
 
 log = logging.getLogger("dlk8s")
@@ -64,6 +66,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     run.add_argument("--lease-duration", type=int, default=int(_env("LEASE_DURATION", "15")))
     run.add_argument(
+        "--autoscaler",
+        action=argparse.BooleanOptionalAction,
+        default=_truthy(_env("AUTOSCALER", "true")),
+        help="move elastic PaddleJobs' trainer counts with the cluster's free resources"
+        " (needs to read nodes and every pod)",
+    )
+    run.add_argument(
+        "--autoscaler-max-load",
+        type=float,
+        default=float(_env("AUTOSCALER_MAX_LOAD", "0.97")),
+        help="grow trainers only while requested CPU and memory stay under this share",
+    )
+    run.add_argument(
+        "--autoscaler-period",
+        type=float,
+        default=float(_env("AUTOSCALER_PERIOD", "5")),
+        help="seconds between autoscaler passes when nothing changes",
+    )
+    run.add_argument(
         "--metrics-addr",
         default=_env("METRICS_ADDR", "127.0.0.1:8080"),
         help="host:port for /metrics, /healthz and /readyz; empty disables",
@@ -82,6 +103,16 @@ def run(args: argparse.Namespace) -> int:
         namespace=args.namespace or None,
         workers=args.workers,
         api_parallelism=args.api_parallelism,
+    )
+    autoscaler = (
+        AutoscalerLoop(
+            kube,
+            lambda: controller.jobs(PADDLEJOB.name),
+            period=args.autoscaler_period,
+            max_load=args.autoscaler_max_load,
+        )
+        if args.autoscaler
+        else None
     )
     stop = threading.Event()
     exit_code = 0
@@ -112,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
             metrics.IS_LEADER.set(1)
             log.info("became leader")
             controller.start()
+            if autoscaler is not None:
+                autoscaler.start()
             stop.wait()
 
         def lost() -> None:
@@ -137,8 +170,12 @@ def run(args: argparse.Namespace) -> int:
         threading.Thread(target=election.run, name="leader-election", daemon=True).start()
     else:
         controller.start()
+        if autoscaler is not None:
+            autoscaler.start()
 
     stop.wait()
+    if autoscaler is not None:
+        autoscaler.stop()
     controller.stop()
     if server:
         server.stop()

@@ -231,6 +231,7 @@ def _context(job: _Job, kind: Kind, config: ControllerConfig) -> JobContext:
         replicas=replicas,
         slots=slots,
         config=config,
+        deciding_role=kind.deciding_role(replicas),
     )
 
 
@@ -407,6 +408,7 @@ def _active(ctx: JobContext, job: _Job, owned: Observed) -> Result:
             actions += _delete(pod, POD, "it matches no replica of the spec")
     actions += _create_missing_pods(ctx, views, owned.pods, restarts + lost)
     actions += _sync_children(ctx, owned)
+    actions += ctx.kind.update_children(ctx, owned)
     deadline = _deadline_wait(ctx.run_policy, job)
     timers = waits if deadline is None else [*waits, deadline]
     requeue = min(timers) if timers else None
@@ -448,7 +450,7 @@ def _view(ctx: JobContext, slot: Slot, pod: Obj | None) -> _SlotView:
     if pod is None:
         return _SlotView(slot, None, None, Decision.NONE)
     outcome = pod_outcome(pod, ctx.kind.container)
-    deciding = slot.role == ctx.kind.deciding_role
+    deciding = slot.role == ctx.deciding_role
     return _SlotView(slot, pod, outcome, decide(outcome, slot.replica.restart_policy, deciding))
 
 
@@ -470,18 +472,20 @@ def _lost_pods(ctx: JobContext, job: _Job, views: Sequence[_SlotView]) -> int:
     lost = 0
     for replica in ctx.replicas:
         present = sum(1 for v in views if v.slot.replica is replica and v.pod is not None)
-        lost += max(0, pod_total(job.prev.get("replicaStatuses"), replica.role) - present)
+        # Capped at today's count: pods removed by scaling down are not lost.
+        counted = min(pod_total(job.prev.get("replicaStatuses"), replica.role), replica.replicas)
+        lost += max(0, counted - present)
     return lost
 
 
 def _verdict(
     ctx: JobContext, job: _Job, views: Sequence[_SlotView], restarts: int, lost: int
 ) -> _Verdict | None:
-    for view in views:
-        if view.decision == Decision.SUCCEED_JOB:
-            return _Verdict(
-                State.SUCCEEDED, Reason.SUCCEEDED, f"{view.label} succeeded: {_detail(view)}"
-            )
+    deciders = _deciders(ctx, views)
+    if deciders and all(v.decision == Decision.SUCCEED_JOB for v in deciders):
+        last = max(deciders, key=_finish_order)
+        what = last.label if len(deciders) == 1 else f"all {len(deciders)} {last.slot.role} pods"
+        return _Verdict(State.SUCCEEDED, Reason.SUCCEEDED, f"{what} succeeded: {_detail(last)}")
     for view in views:
         if view.decision == Decision.FAIL_JOB:
             return _Verdict(
@@ -499,6 +503,15 @@ def _verdict(
         )
         return _Verdict(State.FAILED, Reason.BACKOFF_LIMIT_EXCEEDED, message)
     return None
+
+
+def _deciders(ctx: JobContext, views: Sequence[_SlotView]) -> list[_SlotView]:
+    return [v for v in views if v.slot.role == ctx.deciding_role]
+
+
+def _finish_order(view: _SlotView) -> tuple[datetime, int]:
+    finished = view.outcome.finished_at if view.outcome else None
+    return (finished or datetime.min.replace(tzinfo=UTC), view.slot.index)
 
 
 def _detail(view: _SlotView) -> str:
@@ -586,8 +599,8 @@ def _active_status(
     ctx: JobContext, job: _Job, views: Sequence[_SlotView], restarts: int, lost: int
 ) -> Obj:
     now = job.stamp
-    deciding = next((v for v in views if v.slot.role == ctx.kind.deciding_role), None)
-    running = all(v.settled for v in views) and _is_running(deciding)
+    deciders = _deciders(ctx, views)
+    running = all(v.settled for v in views) and bool(deciders) and all(map(_is_up, deciders))
     restarting = bool(lost) or any(v.decision == Decision.RESTART for v in views)
     restarting = restarting or (is_true(job.conditions, ConditionType.RESTARTING) and not running)
     conditions = job.conditions
@@ -598,7 +611,12 @@ def _active_status(
         )
     waiting = Reason.RESTARTING if restarting else Reason.CREATING
     if running:
-        message = f"All pods are created and {deciding.label if deciding else 'the job'} is running"
+        what = (
+            deciders[0].label + " is"
+            if len(deciders) == 1
+            else f"the {deciders[0].slot.role} pods are"
+        )
+        message = f"All pods are created and {what} running"
         conditions = set_condition(
             conditions, ConditionType.RUNNING, True, Reason.RUNNING, message, now
         )
@@ -627,8 +645,9 @@ def _active_status(
     }
 
 
-def _is_running(view: _SlotView | None) -> bool:
-    return view is not None and view.outcome is not None and view.outcome.phase == "Running"
+def _is_up(view: _SlotView) -> bool:
+    """Running, or already done (a decider that waits for its peers)."""
+    return view.outcome is not None and view.outcome.phase in ("Running", "Succeeded")
 
 
 def _suspended(
@@ -710,6 +729,8 @@ def _carried(job: _Job, restarts: int) -> Obj:
     start = _valid_time(job.prev.get("startTime"))
     if start:
         status["startTime"] = start
+    if job.kind is not None:
+        status |= job.kind.status_fields(job.raw, job.prev, job.stamp)
     return status
 
 

@@ -10,8 +10,18 @@ any problem is failed with reason InvalidSpec rather than half-built.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from dlk8s.api import MAX_REPLICAS, CleanPodPolicy, Obj, RestartPolicy, dig, is_int
+from dlk8s.api import (
+    MAX_REPLICAS,
+    CleanPodPolicy,
+    Obj,
+    RestartPolicy,
+    as_int,
+    dig,
+    is_int,
+    role_of,
+)
 
 _CONTAINER_LISTS = ("containers", "initContainers")
 
@@ -49,17 +59,38 @@ def run_policy_problems(job: Obj) -> list[str]:
     return problems
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReplicaRules:
-    """How one kind's spec.replicaSpecs[] must look."""
+    """How one kind's spec.replicaSpecs[] must look.
+
+    The first deciding role leads the job (TFJob's MASTER, MXJob's SCHEDULER,
+    Caffe2Job's MASTER): its entry has exactly one pod, and where no other
+    role can decide in its place the job needs exactly one such entry. Either
+    way, the job needs pods of some deciding role.
+    """
 
     role_field: str  # e.g. "tfReplicaType"
     roles: tuple[str, ...]
-    deciding_role: str
-    port_field: str
+    # The port field (e.g. "tfPort"; None for a kind without one) and its default.
+    port: tuple[str | None, int]
     container: str  # the kind's main container, e.g. "tensorflow"
+    # As Kind.deciding_roles; by default the first role alone.
+    deciding_roles: tuple[str, ...] = ()
     # Roles that may omit the template or the main container (a default one is added).
     defaultable_roles: tuple[str, ...] = ()
+    # The role of an entry without the role field (the CRD's default), if any.
+    default_role: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.deciding_roles:
+            object.__setattr__(self, "deciding_roles", self.roles[:1])
+
+    @property
+    def port_field(self) -> str | None:
+        return self.port[0]
+
+    def role(self, entry: Obj) -> Any:
+        return role_of(entry, self.role_field, self.default_role)
 
 
 def replica_specs_problems(job: Obj, rules: ReplicaRules) -> list[str]:
@@ -77,7 +108,7 @@ def replica_specs_problems(job: Obj, rules: ReplicaRules) -> list[str]:
 def _replica_problems(path: str, entry: object, rules: ReplicaRules) -> list[str]:
     if not isinstance(entry, dict):
         return [f"{path}: must be an object"]
-    role = entry.get(rules.role_field)
+    role = rules.role(entry)
     problems = []
     if role not in rules.roles:
         allowed = ", ".join(rules.roles)
@@ -85,7 +116,7 @@ def _replica_problems(path: str, entry: object, rules: ReplicaRules) -> list[str
     replicas = entry.get("replicas")
     if replicas is not None and not (is_int(replicas) and 0 <= replicas <= MAX_REPLICAS):
         problems.append(f"{path}.replicas: must be an integer from 0 to {MAX_REPLICAS}")
-    port = entry.get(rules.port_field)
+    port = entry.get(rules.port_field) if rules.port_field else None
     if port is not None and not (is_int(port) and 1 <= port <= 65535):
         problems.append(f"{path}.{rules.port_field}: must be an integer from 1 to 65535")
     problems += _one_of(f"{path}.restartPolicy", entry.get("restartPolicy"), RestartPolicy.ALLOWED)
@@ -194,21 +225,32 @@ def _resources_problems(path: str, resources: object) -> list[str]:
 
 def _role_count_problems(specs: list[object], rules: ReplicaRules) -> list[str]:
     entries = [e for e in specs if isinstance(e, dict)]
-    roles = [e.get(rules.role_field) for e in entries]
+    roles = [rules.role(e) for e in entries]
     problems = [
         f"spec.replicaSpecs: {role} appears more than once"
         for role in rules.roles
         if roles.count(role) > 1
     ]
-    deciding = [e for e in entries if e.get(rules.role_field) == rules.deciding_role]
-    if len(deciding) != 1:
+    leader, *fallbacks = rules.deciding_roles
+    if not fallbacks and roles.count(leader) != 1:
         problems.append(
             f"spec.replicaSpecs: needs exactly one entry with {rules.role_field} "
-            f"{rules.deciding_role} (found {len(deciding)})"
+            f"{leader} (found {roles.count(leader)})"
         )
-    elif deciding[0].get("replicas", 1) != 1:
-        index = specs.index(deciding[0])
-        problems.append(f"spec.replicaSpecs[{index}].replicas: must be 1 for {rules.deciding_role}")
+    for index, entry in enumerate(specs):
+        if (
+            isinstance(entry, dict)
+            and rules.role(entry) == leader
+            and entry.get("replicas", 1) != 1
+        ):
+            problems.append(f"spec.replicaSpecs[{index}].replicas: must be 1 for {leader}")
+    deciding = [e for e in entries if rules.role(e) in rules.deciding_roles]
+    if not problems and not any(as_int(e.get("replicas"), 1) > 0 for e in deciding):
+        names = " or ".join(rules.deciding_roles)
+        problems.append(
+            f"spec.replicaSpecs: needs an entry with {rules.role_field} {names}"
+            " and at least one replica (nothing else can decide the job)"
+        )
     return problems
 
 

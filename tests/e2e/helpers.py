@@ -108,3 +108,37 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 def read(path: Path) -> str:
     return path.read_text()
+
+
+def wait_for_pods(
+    cluster: LocalCluster, ns: str, job: str, names: set[str], phase: str = "Running"
+):
+    return wait_until(
+        lambda: (
+            (pods := pods_of(cluster, ns, job)).keys() == names
+            and all(p["status"].get("phase") == phase for p in pods.values())
+            and pods
+        ),
+        what=f"pods {sorted(names)} {phase}",
+    )
+
+
+def wait_for_replacement(cluster: LocalCluster, ns: str, job: str, pod: str, old_uid: str) -> None:
+    def replaced() -> bool:
+        found = pods_of(cluster, ns, job).get(pod)
+        return bool(found and found["metadata"]["uid"] != old_uid)
+
+    wait_until(replaced, what=f"{pod} to be recreated")
+
+
+def env_of(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in container.get("env", [])}
+
+
+def container(pod: dict[str, Any], name: str = "tensorflow") -> dict[str, Any]:
+    return next(c for c in pod["spec"]["containers"] if c["name"] == name)
+
+
+def services_of(cluster: LocalCluster, namespace: str, job: str) -> dict[str, dict[str, Any]]:
+    items = get_json(cluster, "services", "-n", namespace, "-l", f"dlk8s.io/job-name={job}")
+    return {s["metadata"]["name"]: s for s in items["items"]}

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,19 +16,7 @@ from dlk8s.localcluster import (
     pinned_versions,
 )
 
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-
-def get_json(cluster: LocalCluster, *args: str) -> dict[str, Any]:
-    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
+from .helpers import get_json, wait_until
 
 
 def pod_manifest(name: str, namespace: str, **container: Any) -> str:

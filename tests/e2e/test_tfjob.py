@@ -17,6 +17,8 @@ from dlk8s.localdeploy import OperatorProcess
 from .helpers import (
     apply,
     condition,
+    container,
+    env_of,
     example,
     finish_pod,
     get_json,
@@ -24,6 +26,8 @@ from .helpers import (
     job_status,
     pods_of,
     wait_for_phase,
+    wait_for_pods,
+    wait_for_replacement,
     wait_for_state,
     wait_until,
 )
@@ -47,35 +51,6 @@ def tfjob(name: str, roles: dict[str, int], **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"replicaSpecs": replica_specs, **spec},
     }
-
-
-def wait_for_pods(
-    cluster: LocalCluster, ns: str, job: str, names: set[str], phase: str = "Running"
-):
-    return wait_until(
-        lambda: (
-            (pods := pods_of(cluster, ns, job)).keys() == names
-            and all(p["status"].get("phase") == phase for p in pods.values())
-            and pods
-        ),
-        what=f"pods {sorted(names)} {phase}",
-    )
-
-
-def wait_for_replacement(cluster: LocalCluster, ns: str, job: str, pod: str, old_uid: str) -> None:
-    def replaced() -> bool:
-        found = pods_of(cluster, ns, job).get(pod)
-        return bool(found and found["metadata"]["uid"] != old_uid)
-
-    wait_until(replaced, what=f"{pod} to be recreated")
-
-
-def env_of(container: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e.get("value", "") for e in container.get("env", [])}
-
-
-def container(pod: dict[str, Any], name: str = "tensorflow") -> dict[str, Any]:
-    return next(c for c in pod["spec"]["containers"] if c["name"] == name)
 
 
 SEED_PODS = {"example-job-master-0", "example-job-worker-0", "example-job-ps-0", "example-job-ps-1"}

@@ -125,14 +125,16 @@ class World:
         for name in names or self.pods():
             self.pod(name)["status"] = {"phase": "Running"}
 
-    def exit(self, name: str, code: int, at: datetime | None = None) -> None:
+    def exit(
+        self, name: str, code: int, at: datetime | None = None, container: str = "tensorflow"
+    ) -> None:
         terminated = {
             "exitCode": code,
             "finishedAt": (at or self.now).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         self.pod(name)["status"] = {
             "phase": "Succeeded" if code == 0 else "Failed",
-            "containerStatuses": [{"name": "tensorflow", "state": {"terminated": terminated}}],
+            "containerStatuses": [{"name": container, "state": {"terminated": terminated}}],
         }
 
     def vanish(self, name: str) -> None:

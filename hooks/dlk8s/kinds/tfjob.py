@@ -11,7 +11,6 @@ TensorBoard Deployment and Service.
 from __future__ import annotations
 
 import copy
-import json
 from typing import Final
 
 from dlk8s.api import (
@@ -19,7 +18,6 @@ from dlk8s.api import (
     LABEL_REPLICA_TYPE,
     LABEL_RUNTIME_ID,
     JobContext,
-    Kind,
     Obj,
     Observed,
     Replica,
@@ -27,26 +25,25 @@ from dlk8s.api import (
     as_dict,
     as_list,
     dig,
-    replicas_from_specs,
 )
 from dlk8s.children import (
     DEPLOYMENT,
     SERVICE,
+    cluster_spec,
     component_labels,
     config_map,
     containers_named,
     manifest,
     name_of,
-    service_address,
 )
 from dlk8s.config import GRPC_SERVER_SCRIPT_KEY
-from dlk8s.env import set_env
+from dlk8s.env import cluster_config, set_env
+from dlk8s.kinds.replicaspecs import replica_specs_kind
 from dlk8s.naming import grpc_server_configmap_name, tensorboard_name
 from dlk8s.validation import (
     ReplicaRules,
     objects_with_names_problems,
     optional_string_problems,
-    replica_specs_problems,
     volume_mounts_problems,
 )
 
@@ -55,15 +52,14 @@ WORKER: Final = "WORKER"
 PS: Final = "PS"
 CONTAINER: Final = "tensorflow"
 PORT_NAME: Final = "tf-port"
+DEFAULT_PORT: Final = 2222
 RULES: Final = ReplicaRules(
     role_field="tfReplicaType",
     roles=(MASTER, WORKER, PS),
-    deciding_role=MASTER,
-    port_field="tfPort",
+    port=("tfPort", DEFAULT_PORT),
     container=CONTAINER,
     defaultable_roles=(PS,),
 )
-DEFAULT_PORT: Final = 2222
 
 PS_SERVER_DIR: Final = "/ps-server"
 PS_SERVER_VOLUME: Final = "ps-grpc-server"
@@ -73,12 +69,10 @@ TENSORBOARD_PORT: Final = 6006
 SERVICE_TYPES: Final = ("ClusterIP", "NodePort", "LoadBalancer")
 
 
-def validate(job: Obj) -> list[str]:
+def _tf_problems(job: Obj) -> list[str]:
     spec = as_dict(job.get("spec"))
-    return (
-        replica_specs_problems(job, RULES)
-        + optional_string_problems("spec.tfImage", spec.get("tfImage"))
-        + _tensorboard_problems(spec.get("tensorboard"))
+    return optional_string_problems("spec.tfImage", spec.get("tfImage")) + _tensorboard_problems(
+        spec.get("tensorboard")
     )
 
 
@@ -97,10 +91,6 @@ def _tensorboard_problems(board: object) -> list[str]:
     return problems + volume_mounts_problems(f"{path}.volumeMounts", board.get("volumeMounts"))
 
 
-def replicas(job: Obj) -> tuple[Replica, ...]:
-    return replicas_from_specs(job, RULES.role_field, RULES.port_field, DEFAULT_PORT)
-
-
 def runs_default_server(replica: Replica) -> bool:
     """A PS without a `tensorflow` container runs the standard gRPC server."""
     spec = as_dict(replica.template.get("spec"))
@@ -110,27 +100,8 @@ def runs_default_server(replica: Replica) -> bool:
 # --- TF_CONFIG ---------------------------------------------------------------
 
 
-def cluster_spec(ctx: JobContext) -> dict[str, list[str]]:
-    """Role (lower case) -> service addresses by index; empty roles left out."""
-    cluster: dict[str, list[str]] = {}
-    for slot in ctx.slots:  # in spec order, then by index
-        cluster.setdefault(slot.role.lower(), []).append(service_address(ctx, slot))
-    return cluster
-
-
 def tf_config(ctx: JobContext, slot: Slot) -> str:
-    """Compact JSON with sorted keys, so a job always yields identical pods.
-
-    Spliced from the cluster layout serialized once per pass: with many
-    replicas, every pod repeats the same (large) layout.
-    """
-    cluster = ctx.remember("tf_cluster_json", lambda: _json(cluster_spec(ctx)))
-    task = _json({"type": slot.role.lower(), "index": slot.index})
-    return f'{{"cluster":{cluster},"environment":"cloud","task":{task}}}'
-
-
-def _json(value: object) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return cluster_config(ctx, slot, environment="cloud")
 
 
 def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
@@ -261,15 +232,13 @@ def tensorboard_service(ctx: JobContext, board: Obj) -> Obj:
     return manifest(SERVICE, ctx, name, component_labels(ctx, TENSORBOARD), {"spec": spec})
 
 
-TFJOB: Final = Kind(
-    name="TFJob",
-    roles=RULES.roles,
-    deciding_role=MASTER,
-    container=CONTAINER,
-    port_name=PORT_NAME,
-    validate=validate,
-    replicas=replicas,
+TFJOB: Final = replica_specs_kind(
+    "TFJob",
+    RULES,
+    PORT_NAME,
+    _tf_problems,
     decorate_pod=decorate_pod,
     extras=extras,
     preflight=preflight,
 )
+validate: Final = TFJOB.validate

@@ -1,0 +1,376 @@
+"""Measuring instruments of the operator benchmark (see bench.py).
+
+- ``Api``: a minimal HTTPS client (urllib3, a bearer token) with no model
+  layer, for submitting jobs, the ceiling's creates and reading /metrics.
+- ``Watcher``: a separate process that watches one namespace's pods,
+  services and TFJobs and records when each event arrived (its own receipt
+  time on the system-wide monotonic clock; creationTimestamp has only 1 s
+  resolution). A process of its own, so it never competes for the GIL with
+  the creator it measures.
+- ``proc_cpu``, ``proc_peak_rss``: what /proc says about a process.
+- ``apiserver_requests``: the apiserver's ``apiserver_request_total``.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import re
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from multiprocessing.sharedctypes import Synchronized
+from pathlib import Path
+from typing import Any
+
+import urllib3
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+JOB_LABEL = "dlk8s.io/job-name"
+
+
+# --- HTTP ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the API server is and how to log in (picklable, for the watcher)."""
+
+    server: str
+    token: str
+    ca_file: str
+
+
+class Api:
+    def __init__(self, endpoint: Endpoint, maxsize: int = 64) -> None:
+        self.endpoint = endpoint
+        self.pool = urllib3.PoolManager(
+            num_pools=2,
+            maxsize=maxsize,
+            block=True,
+            cert_reqs="CERT_REQUIRED",
+            ca_certs=endpoint.ca_file,
+            retries=False,
+        )
+        self.headers = {
+            "Authorization": f"Bearer {endpoint.token}",
+            "Accept": "application/json",
+            "Content-Type": "application/json",
+        }
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, timeout: float = 60
+    ) -> tuple[int, bytes]:
+        resp = self.pool.request(
+            method,
+            self.endpoint.server + path,
+            body=body,
+            headers=self.headers,
+            timeout=timeout,
+            preload_content=True,
+        )
+        return resp.status, resp.data
+
+    def json(self, method: str, path: str, body: Any = None, ok: tuple[int, ...] = ()) -> Any:
+        payload = None if body is None else json.dumps(body).encode()
+        for _ in range(60):
+            status, data = self.request(method, path, payload)
+            if status != 429:  # e.g. a new CRD's storage is still initializing
+                break
+            time.sleep(1)
+        if not (200 <= status <= 299 or status in ok):
+            raise RuntimeError(f"{method} {path}: {status} {data[:500]!r}")
+        return json.loads(data) if data else {}
+
+    def stream(self, path: str) -> urllib3.BaseHTTPResponse:
+        return self.pool.request(
+            "GET",
+            self.endpoint.server + path,
+            headers=self.headers,
+            timeout=urllib3.Timeout(connect=10, read=None),
+            preload_content=False,
+        )
+
+
+# --- /proc ----------------------------------------------------------------------
+
+
+def proc_cpu(pid: int) -> float:
+    """User + system CPU seconds of a process (its threads included)."""
+    return proc_cpu_path(Path(f"/proc/{pid}/stat"))
+
+
+def thread_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of each thread of a process, by native thread id."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[int(task.name)] = proc_cpu_path(task / "stat")
+        except OSError:
+            continue
+    return out
+
+
+def proc_cpu_path(path: Path) -> float:
+    stat = path.read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def proc_peak_rss(pid: int) -> int:
+    """VmHWM, the peak resident set size, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def proc_rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def machine_busy() -> float:
+    """CPU seconds all processes on the machine have used (every core), from /proc/stat."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / CLK_TCK
+
+
+def longrunning_watches(api: Api, resource: str) -> int:
+    status, data = api.request("GET", "/metrics")
+    found = re.findall(
+        r'^apiserver_longrunning_requests\{[^}]*resource="'
+        + re.escape(resource)
+        + r'"[^}]*verb="WATCH"[^}]*\} ([0-9.e+]+)$',
+        data.decode() if status == 200 else "",
+        re.M,
+    )
+    return int(sum(float(v) for v in found))
+
+
+def proc_name(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
+def cpu_of(pids: dict[str, int]) -> dict[str, float]:
+    out = {}
+    for name, pid in pids.items():
+        try:
+            out[name] = proc_cpu(pid)
+        except OSError:
+            out[name] = 0.0
+    return out
+
+
+# --- apiserver metrics ------------------------------------------------------------
+
+_REQUEST_TOTAL = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$", re.M)
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def apiserver_requests(api: Api) -> Counter[tuple[str, str]]:
+    """apiserver_request_total summed by (verb, resource[/subresource])."""
+    status, data = api.request("GET", "/metrics")
+    if status != 200:
+        raise RuntimeError(f"GET /metrics: {status}")
+    counts: Counter[tuple[str, str]] = Counter()
+    for labels, value in _REQUEST_TOTAL.findall(data.decode()):
+        fields = dict(_LABEL.findall(labels))
+        resource = fields.get("resource", "")
+        if fields.get("subresource"):
+            resource += "/" + fields["subresource"]
+        counts[(fields.get("verb", ""), resource)] += int(float(value))
+    return counts
+
+
+def by_verb(delta: Counter[tuple[str, str]]) -> dict[str, int]:
+    verbs: Counter[str] = Counter()
+    for (verb, _), n in delta.items():
+        verbs[verb] += n
+    return dict(sorted((k, v) for k, v in verbs.items() if v))
+
+
+def delta(after: Counter[Any], before: Counter[Any]) -> Counter[Any]:
+    out = Counter(after)
+    out.subtract(before)
+    return Counter({k: v for k, v in out.items() if v})
+
+
+# --- the watcher process --------------------------------------------------------------
+
+WATCHED = {
+    "pods": "/api/v1/namespaces/{ns}/pods",
+    "services": "/api/v1/namespaces/{ns}/services",
+    "tfjobs": "/apis/dlk8s.io/v1alpha1/namespaces/{ns}/tfjobs",
+}
+
+
+@dataclass
+class Progress:
+    """Counters the watcher keeps up to date for the driving process."""
+
+    pods_added: Synchronized[int]
+    pods_running: Synchronized[int]
+    services_added: Synchronized[int]
+    jobs_running: Synchronized[int]  # status.phase Running
+    jobs_finished: Synchronized[int]  # status.phase Done or Failed
+    pods_gone: Synchronized[int]
+    jobs_running_now: Synchronized[int]  # status.phase Running at present
+
+
+class Watcher:
+    """Start before submitting; ``stop()`` returns what it recorded."""
+
+    def __init__(self, endpoint: Endpoint, namespace: str, out: Path) -> None:
+        ctx = mp.get_context("spawn")
+        self.out = out
+        self.progress = Progress(*(ctx.Value("i", 0) for _ in range(7)))
+        self._ready = ctx.Event()
+        self._stop = ctx.Event()
+        self._proc: Any = ctx.Process(
+            target=_watch_main,
+            args=(endpoint, namespace, str(out), self.progress, self._ready, self._stop),
+            name=f"watch-{namespace}",
+            daemon=True,
+        )
+
+    def start(self, timeout: float = 60) -> Watcher:
+        self._proc.start()
+        deadline = time.monotonic() + timeout
+        while not self._ready.wait(0.2):
+            if not self._proc.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("watcher did not start")
+        return self
+
+    @property
+    def pid(self) -> int:
+        return int(self._proc.pid)
+
+    def value(self, name: str) -> int:
+        return int(getattr(self.progress, name).value)
+
+    def wait(self, name: str, target: int, timeout: float, step: float = 0.05) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.value(name) >= target:
+                return True
+            time.sleep(step)
+        return False
+
+    def stop(self) -> dict[str, Any]:
+        self._stop.set()
+        self._proc.join(60)
+        if self._proc.is_alive():
+            self._proc.kill()
+            raise RuntimeError("watcher did not stop")
+        data: dict[str, Any] = json.loads(self.out.read_text())
+        return data
+
+
+def _watch_main(
+    endpoint: Endpoint,
+    namespace: str,
+    out: str,
+    progress: Progress,
+    ready: Any,
+    stop: Any,
+) -> None:
+    api = Api(endpoint, maxsize=8)
+    lock = threading.Lock()
+    # pods: name -> {job, added, running, gone}; services: name -> {job, added}
+    # tfjobs: name -> {added, running, finished, phase}
+    seen: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in WATCHED}
+    events: Counter[str] = Counter()
+    started = []
+    for kind, path in WATCHED.items():
+        listed = api.json("GET", path.format(ns=namespace))
+        rv = listed["metadata"]["resourceVersion"]
+        thread = threading.Thread(
+            target=_watch_loop,
+            args=(api, kind, path.format(ns=namespace), rv, seen[kind], events, lock, progress),
+            daemon=True,
+        )
+        thread.start()
+        started.append(thread)
+    ready.set()
+    stop.wait()
+    with lock:
+        Path(out).write_text(json.dumps({"seen": seen, "events": events}))
+
+
+def _watch_loop(
+    api: Api,
+    kind: str,
+    path: str,
+    rv: str,
+    seen: dict[str, dict[str, Any]],
+    events: Counter[str],
+    lock: threading.Lock,
+    progress: Progress,
+) -> None:
+    while True:
+        resp = api.stream(f"{path}?watch=true&allowWatchBookmarks=true&resourceVersion={rv}")
+        buffer = b""
+        for chunk in resp.stream(65536, decode_content=False):
+            now = time.monotonic()
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                with lock:
+                    events[f"{kind} {event.get('type')}"] += 1
+                    _record(kind, event.get("type", ""), obj, now, seen, progress)
+        resp.release_conn()
+
+
+def _record(
+    kind: str,
+    type_: str,
+    obj: dict[str, Any],
+    now: float,
+    seen: dict[str, dict[str, Any]],
+    progress: Progress,
+) -> None:
+    if type_ not in ("ADDED", "MODIFIED", "DELETED"):
+        return
+    meta = obj.get("metadata") or {}
+    name = meta.get("name", "")
+    entry = seen.get(name)
+    if entry is None:
+        entry = seen[name] = {"added": now, "job": (meta.get("labels") or {}).get(JOB_LABEL)}
+        if kind == "pods":
+            progress.pods_added.value += 1
+        elif kind == "services":
+            progress.services_added.value += 1
+    if type_ == "DELETED" and kind == "pods" and "gone" not in entry:
+        entry["gone"] = now
+        progress.pods_gone.value += 1
+    status = obj.get("status") or {}
+    if kind == "pods" and status.get("phase") == "Running" and "running" not in entry:
+        entry["running"] = now
+        progress.pods_running.value += 1
+    if kind == "tfjobs":
+        phase = status.get("phase")
+        if type_ == "DELETED":
+            phase = None
+        if entry.get("phase") == "Running" and phase != "Running":
+            progress.jobs_running_now.value -= 1
+        elif entry.get("phase") != "Running" and phase == "Running":
+            progress.jobs_running_now.value += 1
+        entry["phase"] = phase
+        if phase == "Running" and "running" not in entry:
+            entry["running"] = now
+            progress.jobs_running.value += 1
+        if phase in ("Done", "Failed") and "finished" not in entry:
+            entry["finished"] = now
+            progress.jobs_finished.value += 1

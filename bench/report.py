@@ -1,0 +1,316 @@
+"""The benchmark's results as JSON, a Markdown table and a plot."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+SERIES = "series_pods_created"
+
+
+def write_reports(results: dict[str, Any], out: Path) -> str:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "raw").mkdir(exist_ok=True)
+    (out / "raw" / "results-full.json").write_text(json.dumps(results, indent=1))
+    plot(results, out / "pods-created.png")
+    slim = _without_series(results)
+    (out / "results.json").write_text(json.dumps(slim, indent=1, sort_keys=False) + "\n")
+    table = markdown(slim)
+    (out / "results.md").write_text(table)
+    return table
+
+
+def _without_series(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_series(v) for k, v in value.items() if k != SERIES}
+    return value
+
+
+# --- Markdown ------------------------------------------------------------------------
+
+
+def _fmt(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        text = f"{value:.2f}" if abs(value) < 100 else f"{value:.0f}"
+    else:
+        text = str(value)
+    return text + unit
+
+
+def _time_ratio(op: Any, ceiling: Any) -> str:
+    if not isinstance(op, int | float) or not isinstance(ceiling, int | float) or not ceiling:
+        return "-"
+    return f"{op / ceiling:.2f}x (speed {ceiling / op:.2f})" if op else "-"
+
+
+def _div(a: Any, b: Any) -> float | None:
+    return a / b if isinstance(a, int | float) and isinstance(b, int | float) and b else None
+
+
+def _verbs(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "-"
+
+
+def burst_table(title: str, res: dict[str, Any]) -> list[str]:
+    op, ce, base = res["operator"], res["ceiling"], res.get("baseline")
+    runs = [("operator", op), ("ceiling", ce)] + ([("operator before", base)] if base else [])
+    head = "| metric | " + " | ".join(name for name, _ in runs) + " | operator/ceiling |"
+    if base:
+        head += " before/ceiling |"
+    lines = [
+        f"### {title}",
+        "",
+        f"{op['jobs']} job(s), {op['pods']} pods and {op['pods']} Services."
+        " Times in seconds from submission (the start of the job's POST);"
+        " ratio = time / the ceiling's time (speed = its inverse).",
+        "",
+        head,
+        "|---|" + "---:|" * (len(runs) + 1 + bool(base)),
+    ]
+
+    def cells(values: list[Any], ratio: bool) -> str:
+        text = " | ".join(_fmt(v) for v in values)
+        if ratio:
+            text += " | " + _time_ratio(values[0], values[1])
+            if base:
+                text += " | " + _time_ratio(values[2], values[1])
+        else:
+            text += " |" + " |" * bool(base)
+        return text
+
+    def row(name: str, key: str, ratio: bool = True) -> None:
+        lines.append(f"| {name} | {cells([r.get(key) for _, r in runs], ratio)} |")
+
+    def op_row(name: str, key: str) -> None:
+        values = [r.get("operator", {}).get(key) if r is not ce else None for _, r in runs]
+        lines.append(f"| {name} | {cells(values, False)} |")
+
+    def text_row(name: str, key: str) -> None:
+        texts = [_verbs(r.get(key) or {}) for _, r in runs]
+        lines.append(f"| {name} | " + " | ".join(texts) + " | |" + " |" * bool(base))
+
+    row("all pods created, per job p50", "job_created_p50_s")
+    row("all pods created, per job p99", "job_created_p99_s")
+    row("all pods created, total", "total_created_s")
+    row("all Services created, total", "total_services_s")
+    speeds = [r.get("pods_per_second") for _, r in runs]
+    extra = f" | {_fmt(_div(speeds[2], speeds[1]))}" if base else ""
+    lines.append(
+        f"| pods created per second | {' | '.join(_fmt(v) for v in speeds)}"
+        f" | {_fmt(_div(speeds[0], speeds[1]))}{extra} |"
+    )
+    row("job Running, per job p50 ¹", "job_running_p50_s")
+    row("job Running, per job p99 ¹", "job_running_p99_s")
+    row("job Running, total ¹", "total_running_s")
+    row("every pod Running (kwok), total", "total_pods_running_s")
+    row("submission of all jobs", "submit_seconds", ratio=False)
+    op_row("operator CPU seconds", "cpu_seconds")
+    op_row("operator peak RSS (MiB)", "peak_rss_mb")
+    lines.append(
+        "| operator's requests | "
+        + " | ".join(
+            _verbs(r.get("operator", {}).get("requests", {})) if r is not ce else "-"
+            for _, r in runs
+        )
+        + " | |"
+        + " |" * bool(base)
+    )
+    text_row("apiserver requests by verb", "apiserver_requests_by_verb")
+    text_row("control-plane CPU seconds", "control_plane_cpu_seconds")
+    row("other processes' CPU seconds ²", "other_cpu_seconds", ratio=False)
+    lines += [
+        "",
+        "¹ operator: the TFJob's status.phase turns Running (observed by a watch);"
+        " ceiling: every pod of the job is Running (it writes no status).",
+        "² CPU the rest of the machine used meanwhile (not the control plane, operator,"
+        " benchmark or its watcher): a noisy neighbour shows here.",
+        "",
+    ]
+    return lines
+
+
+def rest_table(res: dict[str, Any]) -> list[str]:
+    start = res["startup"]
+    return [
+        "### Scenario 3: at rest",
+        "",
+        f"{res['finished_jobs']} finished and {res['running_jobs']} running TFJobs,"
+        f" {res['pods']} pods; a fresh operator started on them, then"
+        f" {res['window_seconds']:.0f} s of nothing happening.",
+        "",
+        "| metric | value |",
+        "|---|---:|",
+        f"| start-up: ready (caches synced) | {_fmt(start['ready_seconds'])} s |",
+        f"| start-up: CPU seconds | {_fmt(start['cpu_seconds'])} |",
+        f"| start-up: operator's requests | {_verbs(start['operator_requests'])} |",
+        f"| at rest: operator's requests per minute | "
+        f"{_verbs(res['operator_requests_per_minute'])} |",
+        f"| at rest: operator CPU seconds per minute | "
+        f"{_fmt(res['operator_cpu_seconds_per_minute'])} |",
+        f"| at rest: apiserver requests per minute by verb, with the operator | "
+        f"{_verbs(res['apiserver_requests_per_minute_by_verb'])} |",
+        f"| at rest: the same without the operator | "
+        f"{_verbs(res['apiserver_requests_per_minute_without_operator'])} |",
+        f"| at rest: difference by verb and resource (per minute) | "
+        f"{_verbs(res['apiserver_extra_requests_per_minute_with_operator'])} |",
+        f"| operator CPU seconds (start-up + window) | {_fmt(res['operator']['cpu_seconds'])} |",
+        f"| operator peak RSS (MiB) | {_fmt(res['operator']['peak_rss_mb'])} |",
+        "",
+    ]
+
+
+def profile_table(run: dict[str, Any]) -> list[str]:
+    profile = run.get("py_spy")
+    if not profile:
+        return []
+    lines = [
+        "### Profile of the operator under scenario 1 (py-spy)",
+        "",
+        f"A second operator run of scenario 1 under `py-spy record {profile['args']}`"
+        f" (all pods created in {_fmt(run['total_created_s'])} s, operator CPU"
+        f" {_fmt(run['operator']['cpu_seconds'])} s): {profile['seconds']:.1f} s of"
+        " samples of active threads. Inclusive = the share of samples with the"
+        " function on the stack; self = at the top.",
+        "",
+        "| inclusive | self | function |",
+        "|---:|---:|---|",
+    ]
+    for item in profile["top"]:
+        lines.append(f"| {item['inclusive']:.1%} | {item['self']:.1%} | `{item['function']}` |")
+    threads = profile.get("thread_cpu") or {}
+    if threads:
+        lines += [
+            "",
+            "The operator's CPU seconds by thread (from /proc, named by the profile):",
+            "",
+            "| threads | CPU seconds |",
+            "|---|---:|",
+            *(f"| {name} | {_fmt(sec)} |" for name, sec in threads.items()),
+        ]
+    return [*lines, ""]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    meta = results["meta"]
+    lines = [
+        "## dlk8s operator benchmark",
+        "",
+        f"{meta['date']}, {meta['git']}, {meta['cpus']} CPUs, kwok nodes {meta['nodes']},"
+        f" operator workers {meta['workers']}, API parallelism {meta['api_parallelism']}"
+        f" (operator and ceiling), jobs submitted {meta['submit_parallelism']} at a time."
+        f" `make bench` took {meta.get('wall_seconds', 0):.0f} s."
+        + (f" {meta['label']}" if meta.get("label") else ""),
+        "",
+    ]
+    if "burst" in results:
+        lines += burst_table("Scenario 1: TFJobs of 4 replicas submitted at once", results["burst"])
+    if "wide" in results:
+        lines += burst_table(
+            "Scenario 2: one TFJob with a MASTER and many WORKERs", results["wide"]
+        )
+    if "rest" in results:
+        lines += rest_table(results["rest"])
+    if "profile" in results:
+        lines += profile_table(results["profile"])
+    return "\n".join(lines)
+
+
+# --- profile --------------------------------------------------------------------------
+
+
+def summarize_speedscope(path: Path, top: int = 25) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    frames = data["shared"]["frames"]
+
+    def label(i: int) -> str:
+        f = frames[i]
+        file = f.get("file") or ""
+        short = "/".join(file.split("/")[-2:])
+        return f"{f['name']} ({short})"
+
+    inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    total = 0
+    for prof in data["profiles"]:
+        for stack, weight in zip(prof["samples"], prof["weights"], strict=False):
+            if not stack:
+                continue
+            total += weight
+            own[label(stack[-1])] += weight
+            for name in {label(i) for i in stack}:
+                inclusive[name] += weight
+    boring = {"Thread._bootstrap", "Thread._bootstrap_inner", "Thread.run", "_worker"}
+    boring |= {"_WorkItem.run", "SharedInformer._run_loop", "Controller._work"}
+    ranked = [
+        {"function": name, "inclusive": n / total, "self": own[name] / total}
+        for name, n in inclusive.most_common()
+        if name.split(" (")[0] not in boring
+    ]
+    top_self = [
+        {"function": name, "inclusive": inclusive[name] / total, "self": n / total}
+        for name, n in own.most_common(top)
+    ]
+    return {"seconds": total, "top": ranked[:top], "top_self": top_self}
+
+
+HANDLERS = {
+    "Controller._on_child": "informer: pods/services/... (controller)",
+    "Controller._on_job": "informer: jobs (controller)",
+    "AutoscalerLoop._changed": "informer: nodes/all pods (autoscaler)",
+}
+
+
+def thread_labels(path: Path) -> dict[int, str]:
+    """Native thread id -> a label: the thread's name with digits dropped, and
+    for informer threads, whose handlers they ran."""
+    data = json.loads(path.read_text())
+    frames = data["shared"]["frames"]
+    labels = {}
+    for prof in data["profiles"]:
+        found = re.match(r'Thread (\d+) "([^"]*)"', prof.get("name", ""))
+        if not found:
+            continue
+        tid, name = int(found.group(1)), re.sub(r"[-_]?\d+$", "", found.group(2))
+        if name == "SharedInformer":
+            seen = Counter(
+                label
+                for stack in prof["samples"]
+                for i in stack
+                for prefix, label in HANDLERS.items()
+                if frames[i]["name"].startswith(prefix)
+            )
+            name = seen.most_common(1)[0][0] if seen else "informer: other"
+        labels[tid] = name
+    return labels
+
+
+# --- plot -------------------------------------------------------------------------------
+
+
+def plot(results: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(k, t) for k, t in (("burst", "Scenario 1"), ("wide", "Scenario 2")) if k in results]
+    if not panels:
+        return
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
+    for ax, (key, title) in zip(axes[0], panels, strict=True):
+        for mode, style in (("ceiling", "--"), ("operator", "-")):
+            series = results[key][mode].get(SERIES) or []
+            ax.step(series, range(1, len(series) + 1), style, where="post", label=mode)
+        ax.set_title(f"{title}: {results[key]['operator']['pods']} pods")
+        ax.set_xlabel("seconds since the first submission")
+        ax.set_ylabel("pods created (watch receipt)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)

@@ -1,0 +1,644 @@
+"""The elastic autoscaler's planning, as pure functions (EDL's autoscaler).
+
+plan(nodes, pods, jobs) takes the cluster as the API shows it (the nodes'
+allocatable resources, every pod that has not terminated, the elastic
+PaddleJobs) and returns new trainer counts. The I/O side
+(autoscaler_loop.py) feeds it from watches and writes each change to the
+job's annotation dlk8s.io/trainers, which the reconciler applies.
+
+What it does, in order, on a simulated copy of the cluster:
+
+1. Accounting. A node's free room is its allocatable CPU, memory and GPUs
+   minus the requests of the pods bound to it. Pods on their way out
+   (terminating, or trainers above the count their job now asks for) count
+   as gone; trainers a job asks for but that do not exist yet are reserved
+   on the node the scheduler would pick. A job still in its last change
+   (such pods exist) is left alone this pass.
+2. Pending pods: every pod not bound to a node, grouped by job, oldest
+   first, is placed on the simulated nodes (per-node fit of CPU, memory and
+   GPUs, the node selector and NoSchedule/NoExecute taints), so growing never
+   takes the room they need. A group that does not fit makes the most
+   fulfilled elastic jobs shrink, one trainer at a time, until it fits; if
+   it cannot fit even then, nothing is shrunk for it. Shrinks that turn out
+   not to be needed are undone. An elastic job's own extra trainer (index
+   >= minInstance) that cannot be placed shrinks that job instead.
+3. The max-load bound: while the cluster's requested CPU or memory is above
+   max_load (EDL's 0.97) of its allocatable, the most fulfilled job shrinks.
+4. Growth: the least fulfilled running job gets one more trainer if some node
+   fits it and CPU and memory stay within max_load; repeated until no job can
+   grow. GPUs are bounded only by what nodes have, as in EDL: an idle GPU is
+   pure waste, while CPU and memory headroom serves everything else.
+
+Fulfillment is (trainers - min) / (max - min); ties go to the cheaper job
+(GPUs, CPU, memory per trainer), then the older one. Counts never leave
+[minInstance, maxInstance]; jobs with minInstance = maxInstance are not
+elastic and never touched; pservers never scale. The simulated scheduler
+picks, among the nodes that fit, the one with the most free CPU and memory
+(kube-scheduler's default LeastAllocated score), so the plan predicts where
+pods land; when it is wrong anyway, a trainer left Pending is given back on
+the next pass (step 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from dlk8s.api import (
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    as_dict,
+    as_list,
+    as_str,
+    dig,
+)
+from dlk8s.kinds.paddlejob import KIND, TRAINER, is_elastic, trainer_bounds, trainer_count
+from dlk8s.resources import Resources, container_requests, from_list, pod_requests
+
+DEFAULT_MAX_LOAD: Final = 0.97
+_TRAINER_ROLE: Final = TRAINER.lower()
+_BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
+
+
+# --- the cluster as the planner sees it ----------------------------------------
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    allocatable: Resources
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    schedulable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    """What the planner needs of a pod that has not terminated."""
+
+    namespace: str
+    name: str
+    node: str  # "" while not bound
+    requests: Resources
+    terminating: bool = False
+    owner_uid: str = ""  # the controller's uid
+    role: str = ""  # dlk8s.io/replica-type
+    index: int = -1  # dlk8s.io/replica-index
+    created: str = ""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class ElasticJob:
+    uid: str
+    key: str  # namespace/name
+    min: int
+    max: int
+    trainers: int  # the count the job asks for now
+    trainer: Resources  # one trainer's requests
+    running: bool  # started and not finishing: may grow
+    created: str = ""
+
+    def fulfillment(self, trainers: int) -> float:
+        return (trainers - self.min) / (self.max - self.min)
+
+
+@dataclass(frozen=True)
+class Change:
+    uid: str
+    key: str
+    old: int
+    new: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class ClusterSummary:
+    """The cluster as observed (before the plan): usable nodes and bound pods."""
+
+    nodes: int
+    total: Resources
+    requested: Resources
+    pending_pods: int
+    elastic_jobs: int
+
+    @property
+    def free(self) -> Resources:
+        return self.total - self.requested
+
+    def as_log(self) -> dict[str, Any]:
+        def block(unit: str, total: float, requested: float) -> dict[str, Any]:
+            return {
+                "total": round(total, 3),
+                "requested": round(requested, 3),
+                "free": round(total - requested, 3),
+                "unit": unit,
+            }
+
+        gib = 2**30
+        return {
+            "nodes": self.nodes,
+            "cpu": block("cores", self.total.cpu / 1000, self.requested.cpu / 1000),
+            "memory": block("GiB", self.total.memory / gib, self.requested.memory / gib),
+            "gpu": block("gpus", self.total.gpu, self.requested.gpu),
+            "pendingPods": self.pending_pods,
+            "elasticJobs": self.elastic_jobs,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    changes: tuple[Change, ...]
+    cluster: ClusterSummary
+    unplaceable: tuple[str, ...]  # pending groups that cannot fit even after shrinking
+    # Each node's free room once the plan and the pending pods are in place,
+    # as the simulation predicts it (never negative in any resource).
+    free_after: Mapping[str, Resources] = field(default_factory=dict)
+
+
+# --- from API objects (lenient: never raise) ------------------------------------------
+
+
+def node_from_manifest(obj: object) -> Node | None:
+    name = dig(obj, "metadata", "name")
+    if not isinstance(name, str) or not name:
+        return None
+    taints = tuple(
+        Taint(as_str(t.get("key")), as_str(t.get("value")), as_str(t.get("effect")))
+        for t in as_list(dig(obj, "spec", "taints"))
+        if isinstance(t, dict)
+    )
+    return Node(
+        name=name,
+        allocatable=from_list(dig(obj, "status", "allocatable")),
+        labels=_string_map(dig(obj, "metadata", "labels")),
+        taints=taints,
+        schedulable=dig(obj, "spec", "unschedulable") is not True,
+    )
+
+
+def pod_from_manifest(obj: object) -> Pod | None:
+    """None for pods that have terminated (they hold no resources)."""
+    meta = as_dict(dig(obj, "metadata"))
+    name = meta.get("name")
+    if not isinstance(name, str) or dig(obj, "status", "phase") in ("Succeeded", "Failed"):
+        return None
+    spec = as_dict(dig(obj, "spec"))
+    labels = as_dict(meta.get("labels"))
+    index = as_str(labels.get(LABEL_REPLICA_INDEX))
+    owner = next(
+        (
+            ref
+            for ref in as_list(meta.get("ownerReferences"))
+            if isinstance(ref, dict) and ref.get("controller") is True
+        ),
+        {},
+    )
+    tolerations = tuple(
+        Toleration(
+            as_str(t.get("key")),
+            as_str(t.get("operator"), "Equal"),
+            as_str(t.get("value")),
+            as_str(t.get("effect")),
+        )
+        for t in as_list(spec.get("tolerations"))
+        if isinstance(t, dict)
+    )
+    return Pod(
+        namespace=as_str(meta.get("namespace")),
+        name=name,
+        node=as_str(spec.get("nodeName")),
+        requests=pod_requests(spec),
+        terminating=meta.get("deletionTimestamp") is not None,
+        owner_uid=as_str(owner.get("uid")),
+        role=as_str(labels.get(LABEL_REPLICA_TYPE)),
+        index=int(index) if index.isascii() and index.isdigit() and len(index) < 8 else -1,
+        created=as_str(meta.get("creationTimestamp")),
+        node_selector=_string_map(spec.get("nodeSelector")),
+        tolerations=tolerations,
+    )
+
+
+def job_from_manifest(obj: object) -> ElasticJob | None:
+    """An elastic PaddleJob the autoscaler may move; None for anything else
+    (not elastic, unusable spec, finished, suspended or being deleted)."""
+    if dig(obj, "kind") != KIND or not is_elastic(obj):
+        return None
+    meta = as_dict(dig(obj, "metadata"))
+    status = as_dict(dig(obj, "status"))
+    if (
+        meta.get("deletionTimestamp") is not None
+        or status.get("state") in ("Succeeded", "Failed")
+        or dig(obj, "spec", "runPolicy", "suspend") is True
+        or dig(obj, "spec", "faultTolerant") is not True
+    ):
+        return None
+    bounds, count = trainer_bounds(obj), trainer_count(obj)
+    uid, name = meta.get("uid"), meta.get("name")
+    if bounds is None or count is None or not isinstance(uid, str) or not isinstance(name, str):
+        return None
+    trainer = container_requests({"resources": dig(obj, "spec", "trainer", "resources")})
+    return ElasticJob(
+        uid=uid,
+        key=f"{as_str(meta.get('namespace'))}/{name}",
+        min=bounds[0],
+        max=bounds[1],
+        trainers=count,
+        trainer=trainer,
+        running=status.get("state") == "Running" and status.get("phase") == "Running",
+        created=as_str(meta.get("creationTimestamp")),
+    )
+
+
+def _string_map(value: object) -> dict[str, str]:
+    return {k: v for k, v in as_dict(value).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+# --- the simulation ---------------------------------------------------------------------
+
+
+@dataclass
+class _JobState:
+    job: ElasticJob
+    target: int
+    # Trainer index -> the node whose room it holds in the simulation (None: none).
+    slots: dict[int, str | None]
+    frozen: bool
+    shrunk: bool = False
+    grown: bool = False
+    reason: str = ""
+
+    @property
+    def fulfillment(self) -> float:
+        return self.job.fulfillment(self.target)
+
+
+class _Simulation:
+    def __init__(self, nodes: Sequence[Node], max_load: float) -> None:
+        self.nodes = {n.name: n for n in nodes if n.schedulable}
+        self.free = {name: n.allocatable for name, n in self.nodes.items()}
+        self.total = sum((n.allocatable for n in self.nodes.values()), Resources())
+        self.used = Resources()
+        self.max_load = max_load
+        self.jobs: dict[str, _JobState] = {}
+
+    # -- room -------------------------------------------------------------------
+
+    def take(self, node: str, req: Resources) -> None:
+        self.free[node] = self.free[node] - req
+        self.used = self.used + req
+
+    def give(self, node: str, req: Resources) -> None:
+        self.free[node] = self.free[node] + req
+        self.used = self.used - req
+
+    def _allowed(self, node: Node, pod: Pod | None) -> bool:
+        selector = pod.node_selector if pod else {}
+        if any(node.labels.get(k) != v for k, v in selector.items()):
+            return False
+        tolerations = pod.tolerations if pod else ()
+        return all(
+            taint.effect not in _BLOCKING_EFFECTS or any(t.tolerates(taint) for t in tolerations)
+            for taint in node.taints
+        )
+
+    def best_node(self, req: Resources, pod: Pod | None = None) -> str | None:
+        """Where kube-scheduler's default score would put it: of the nodes it
+        fits on, the one with the most free CPU and memory (by share)."""
+        best: tuple[float, str] | None = None
+        for name, room in self.free.items():
+            if not req.fits_in(room) or not self._allowed(self.nodes[name], pod):
+                continue
+            alloc = self.nodes[name].allocatable
+            score = (
+                _share(room.cpu - req.cpu, alloc.cpu)
+                + _share(room.memory - req.memory, alloc.memory)
+            ) / 2
+            if best is None or (-score, name) < (-best[0], best[1]):
+                best = (score, name)
+        return best[1] if best else None
+
+    def over_bound(self) -> list[str]:
+        over = []
+        if self.used.cpu > self.max_load * self.total.cpu:
+            over.append("cpu")
+        if self.used.memory > self.max_load * self.total.memory:
+            over.append("memory")
+        return over
+
+    def within_bound(self, extra: Resources) -> bool:
+        after = self.used + extra
+        return (after.cpu <= self.max_load * self.total.cpu or extra.cpu <= 0) and (
+            after.memory <= self.max_load * self.total.memory or extra.memory <= 0
+        )
+
+    def load_text(self) -> str:
+        parts = []
+        for label, used, total in (
+            ("GPUs", self.used.gpu, self.total.gpu),
+            ("CPU", self.used.cpu, self.total.cpu),
+            ("memory", self.used.memory, self.total.memory),
+        ):
+            if total > 0:
+                parts.append(f"{label} {100 * used / total:.0f}%")
+        return "requested " + ", ".join(parts)
+
+    # -- placing pods ----------------------------------------------------------
+
+    def place_all(self, pods: Sequence[Pod]) -> list[tuple[str, Resources]] | None:
+        """Place every pod (largest first); on failure undo and return None."""
+        placed: list[tuple[str, Resources]] = []
+        for pod in sorted(pods, key=lambda p: (p.requests, p.name), reverse=True):
+            node = self.best_node(pod.requests, pod)
+            if node is None:
+                self.unplace(placed)
+                return None
+            self.take(node, pod.requests)
+            placed.append((node, pod.requests))
+        return placed
+
+    def unplace(self, placed: Sequence[tuple[str, Resources]]) -> None:
+        for node, req in placed:
+            self.give(node, req)
+
+    # -- trainers --------------------------------------------------------------
+
+    def shrink(self, state: _JobState, reason: str) -> str | None:
+        """Remove the highest trainer; returns the node whose room it freed."""
+        state.target -= 1
+        node = state.slots.pop(state.target, None)
+        if node is not None:
+            self.give(node, state.job.trainer)
+        state.shrunk = True
+        state.reason = reason
+        return node
+
+    def unshrink(self, state: _JobState, node: str | None) -> None:
+        """Undo the last shrink of `state`, which freed `node`."""
+        if node is not None:
+            self.take(node, state.job.trainer)
+        state.slots[state.target] = node
+        state.target += 1
+
+    def shrink_to(self, state: _JobState, target: int, reason: str) -> None:
+        while state.target > max(target, state.job.min):
+            self.shrink(state, reason)
+
+    def grow(self, state: _JobState, node: str, reason: str) -> None:
+        self.take(node, state.job.trainer)
+        state.slots[state.target] = node
+        state.target += 1
+        state.grown = True
+        state.reason = reason
+
+    def snapshot(self) -> tuple[Any, ...]:
+        jobs = {uid: (s.target, dict(s.slots), s.shrunk, s.reason) for uid, s in self.jobs.items()}
+        return dict(self.free), self.used, jobs
+
+    def restore(self, saved: tuple[Any, ...]) -> None:
+        free, used, jobs = saved
+        self.free, self.used = dict(free), used
+        for uid, (target, slots, shrunk, reason) in jobs.items():
+            state = self.jobs[uid]
+            state.target, state.slots, state.shrunk, state.reason = (
+                target,
+                dict(slots),
+                shrunk,
+                reason,
+            )
+
+
+def _share(part: int, whole: int) -> float:
+    return part / whole if whole > 0 else 0.0
+
+
+def _cheapness(job: ElasticJob) -> tuple[int, int, int, str, str]:
+    return (job.trainer.gpu, job.trainer.cpu, job.trainer.memory, job.created, job.key)
+
+
+# --- the plan ----------------------------------------------------------------------
+
+
+def plan(
+    nodes: Iterable[Node],
+    pods: Iterable[Pod],
+    jobs: Iterable[ElasticJob],
+    max_load: float = DEFAULT_MAX_LOAD,
+) -> Plan:
+    nodes, pods = list(nodes), list(pods)
+    elastic = {j.uid: j for j in jobs if j.min < j.max}
+    sim = _Simulation(nodes, max_load)
+    summary = _summary(sim, pods, len(elastic))
+
+    trainers: dict[str, dict[int, Pod]] = {uid: {} for uid in elastic}
+    unbound: list[Pod] = []
+    for pod in pods:
+        job = elastic.get(pod.owner_uid) if pod.role == _TRAINER_ROLE else None
+        if job is not None and pod.index >= 0:
+            trainers[job.uid][pod.index] = pod
+        leaving = pod.terminating or (job is not None and pod.index >= job.trainers)
+        if leaving:
+            continue
+        if pod.node:
+            if pod.node in sim.free:
+                sim.take(pod.node, pod.requests)
+        else:
+            unbound.append(pod)
+
+    for uid, job in elastic.items():
+        mine = trainers[uid]
+        missing = [i for i in range(job.trainers) if i not in mine]
+        frozen = bool(missing) or any(p.terminating or i >= job.trainers for i, p in mine.items())
+        slots: dict[int, str | None] = {
+            i: (p.node if p.node in sim.free else None)
+            for i, p in mine.items()
+            if p.node and not p.terminating and i < job.trainers
+        }
+        for index in missing:  # asked for and about to be created: keep their room
+            node = sim.best_node(job.trainer)
+            if node is not None:
+                sim.take(node, job.trainer)
+                slots[index] = node
+        sim.jobs[uid] = _JobState(job, job.trainers, slots, frozen)
+
+    unplaceable = _admit_pending(sim, unbound)
+    _respect_bound(sim)
+    _grow(sim)
+
+    changes = tuple(
+        Change(s.job.uid, s.job.key, s.job.trainers, s.target, s.reason)
+        for s in sorted(sim.jobs.values(), key=lambda s: s.job.key)
+        if s.target != s.job.trainers
+    )
+    return Plan(changes, summary, tuple(unplaceable), dict(sim.free))
+
+
+def _summary(sim: _Simulation, pods: Sequence[Pod], elastic: int) -> ClusterSummary:
+    requested = Resources()
+    for pod in pods:
+        if pod.node in sim.nodes:
+            requested = requested + pod.requests
+    pending = sum(1 for p in pods if not p.node and not p.terminating)
+    return ClusterSummary(len(sim.nodes), sim.total, requested, pending, elastic)
+
+
+def _group_key(pod: Pod) -> str:
+    return pod.owner_uid or pod.key
+
+
+def _admit_pending(sim: _Simulation, unbound: Sequence[Pod]) -> list[str]:
+    groups: dict[str, list[Pod]] = {}
+    for pod in unbound:
+        groups.setdefault(_group_key(pod), []).append(pod)
+    ordered = sorted(groups.values(), key=lambda g: (min(p.created for p in g), g[0].key))
+    unplaceable = []
+    for group in ordered:
+        owner = sim.jobs.get(group[0].owner_uid)
+        extras = [p for p in group if owner is not None and _is_extra(owner, p)]
+        others = [p for p in group if p not in extras]
+        for pod in sorted(extras, key=lambda p: p.index):
+            if owner is None or pod.index >= owner.target:
+                continue
+            placed = sim.place_all([pod])
+            if placed is None:
+                why = f"trainer {pod.index} cannot be scheduled; giving it back"
+                sim.shrink_to(owner, pod.index, why)
+            else:
+                owner.slots[pod.index] = placed[0][0]
+        if others and not _make_room(sim, others):
+            unplaceable.append(f"{others[0].namespace}/{others[0].name} (+{len(others) - 1})")
+    return unplaceable
+
+
+def _is_extra(state: _JobState, pod: Pod) -> bool:
+    return pod.role == _TRAINER_ROLE and pod.index >= state.job.min
+
+
+def _make_room(sim: _Simulation, group: Sequence[Pod]) -> bool:
+    """Place a pending group, shrinking the most fulfilled jobs if it must."""
+    placed = sim.place_all(group)
+    if placed is not None:
+        return True
+    saved = sim.snapshot()
+    owner = group[0].owner_uid
+    need = sum((p.requests for p in group), Resources())
+    reason = f"making room for the pending pods of {group[0].namespace}/{_job_name(group)}"
+    steps: list[tuple[_JobState, str | None]] = []
+    while placed is None:
+        donors = [
+            s
+            for s in sim.jobs.values()
+            if not s.frozen
+            and s.target > s.job.min
+            and s.job.uid != owner
+            and _helps(s.job.trainer, need)
+        ]
+        if not donors:
+            sim.restore(saved)
+            return False
+        donor = max(donors, key=lambda s: (s.fulfillment, _cheapness(s.job)))
+        steps.append((donor, sim.shrink(donor, reason)))
+        placed = sim.place_all(group)
+    # Give back the trainers the group turns out not to need, last shrunk first.
+    sim.unplace(placed)
+    for donor, node in reversed(steps):
+        sim.unshrink(donor, node)
+        trial = sim.place_all(group)
+        if trial is None:
+            sim.shrink(donor, reason)
+        else:
+            sim.unplace(trial)
+    if sim.place_all(group) is None:  # cannot happen: only what still fits was kept
+        sim.restore(saved)
+        return False
+    for uid, (target, _, shrunk, old_reason) in saved[2].items():
+        state = sim.jobs[uid]
+        if state.target == target:
+            state.shrunk, state.reason = shrunk, old_reason
+    return True
+
+
+def _job_name(group: Sequence[Pod]) -> str:
+    name = group[0].name
+    role = group[0].role
+    return name.rsplit(f"-{role}-", 1)[0] if role and f"-{role}-" in name else name
+
+
+def _helps(trainer: Resources, need: Resources) -> bool:
+    """Whether freeing such a trainer gives the group something it needs."""
+    return (
+        (need.gpu > 0 and trainer.gpu > 0)
+        or (need.cpu > 0 and trainer.cpu > 0)
+        or (need.memory > 0 and trainer.memory > 0)
+    )
+
+
+def _respect_bound(sim: _Simulation) -> None:
+    while True:
+        over = sim.over_bound()
+        if not over:
+            return
+        donors = [
+            s
+            for s in sim.jobs.values()
+            if not s.frozen
+            and s.target > s.job.min
+            and any(getattr(s.job.trainer, r) > 0 for r in over)
+        ]
+        if not donors:
+            return
+        donor = max(donors, key=lambda s: (s.fulfillment, _cheapness(s.job)))
+        share = {r: 100 * getattr(sim.used, r) / getattr(sim.total, r) for r in over}
+        text = ", ".join(f"{r} {v:.0f}%" for r, v in share.items())
+        sim.shrink(donor, f"cluster load ({text}) is over the max load {sim.max_load:.0%}")
+
+
+def _grow(sim: _Simulation) -> None:
+    while True:
+        candidates = sorted(
+            (
+                s
+                for s in sim.jobs.values()
+                if s.job.running and not s.frozen and not s.shrunk and s.target < s.job.max
+            ),
+            key=lambda s: (s.fulfillment, _cheapness(s.job)),
+        )
+        for state in candidates:
+            if not sim.within_bound(state.job.trainer):
+                continue
+            node = sim.best_node(state.job.trainer)
+            if node is None:
+                continue
+            sim.grow(state, node, "")
+            state.reason = f"room on the nodes, least fulfilled first ({sim.load_text()})"
+            break
+        else:
+            return

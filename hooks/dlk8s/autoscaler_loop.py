@@ -1,0 +1,202 @@
+"""The autoscaler's I/O side: watches, a debounced loop, annotation patches.
+
+Watches the nodes and every pod of the cluster that has not terminated
+(field selector status.phase!=Succeeded,status.phase!=Failed, so finished
+pods of batch jobs never fill the cache). The pod cache keeps only what the
+planner needs (autoscaler.Pod, about 1.3 KB) instead of whole pods (~50 KB),
+which is most of the memory the all-pods watch would otherwise cost; see
+bench/results/elastic.md for the measurement.
+
+A pass runs shortly after a change (node or pod events, debounced so a burst
+costs one pass) and at least every `period` seconds. It reads the PaddleJobs
+from the controller's cache, plans with autoscaler.plan, and writes each
+change as a merge patch of the job's annotations dlk8s.io/trainers and
+dlk8s.io/trainers-reason (guarded by the job's uid). The reconciler does the
+rest: creates or deletes trainers, patches the live count into every pod,
+records status.trainers and emits the event. Each pass logs one line with
+the cluster's nodes, CPU, memory and GPUs (total, requested, free).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from kubernetes.informer import ADDED, DELETED, MODIFIED
+from prometheus_client import Counter, Histogram
+
+from dlk8s.api import API_VERSION
+from dlk8s.autoscaler import (
+    DEFAULT_MAX_LOAD,
+    Change,
+    Plan,
+    job_from_manifest,
+    node_from_manifest,
+    plan,
+    pod_from_manifest,
+)
+from dlk8s.kinds.paddlejob import ANNOTATION_TRAINERS, ANNOTATION_TRAINERS_REASON, KIND
+from dlk8s.kube import ApiError, Kube, Resource, register, resource_for
+
+log = logging.getLogger(__name__)
+
+NOT_TERMINATED: Final = "status.phase!=Succeeded,status.phase!=Failed"
+PADDLEJOBS: Final = register(Resource(API_VERSION, KIND, "paddlejobs"))
+
+CHANGES = Counter(
+    "dlk8s_autoscaler_changes_total",
+    "Trainer count changes the autoscaler made, by direction.",
+    ["direction"],
+)
+PASS_SECONDS = Histogram(
+    "dlk8s_autoscaler_pass_seconds",
+    "Time of one autoscaler pass (planning and patches).",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)
+
+
+class AutoscalerLoop:
+    def __init__(
+        self,
+        kube: Kube,
+        jobs: Callable[[], list[dict[str, Any]]],
+        period: float = 5.0,
+        debounce: float = 0.5,
+        max_load: float = DEFAULT_MAX_LOAD,
+    ) -> None:
+        self.kube = kube
+        self.jobs = jobs
+        self.period = period
+        self.debounce = debounce
+        self.max_load = max_load
+        self._nodes = kube.informer(resource_for("v1", "Node"), None, transform=node_from_manifest)
+        self._pods = kube.informer(
+            resource_for("v1", "Pod"),
+            None,
+            field_selector=NOT_TERMINATED,
+            transform=pod_from_manifest,
+        )
+        for informer in (self._nodes, self._pods):
+            for event in (ADDED, MODIFIED, DELETED):
+                informer.add_event_handler(event, self._changed)
+        self._dirty = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        # Jobs as our own patches returned them, until the watch catches up.
+        self._written: dict[str, dict[str, Any]] = {}
+
+    def _changed(self, _obj: object) -> None:
+        self._dirty.set()
+
+    def start(self) -> None:
+        for informer in (self._nodes, self._pods):
+            informer.start()
+        self._thread = threading.Thread(target=self._run, name="autoscaler", daemon=True)
+        self._thread.start()
+        log.info(
+            "autoscaler started",
+            extra={"action": f"period {self.period}s, max load {self.max_load:.2f}"},
+        )
+
+    def stop(self, timeout: float = 5) -> None:
+        self._stop.set()
+        self._dirty.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        for informer in (self._nodes, self._pods):
+            informer._stop_event.set()
+
+    def _synced(self) -> bool:
+        return all(i._list_func.synced.is_set() for i in (self._nodes, self._pods))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._dirty.wait(self.period)
+            if self._stop.is_set():
+                return
+            # Debounce: let a burst of events settle into one pass.
+            self._stop.wait(self.debounce)
+            self._dirty.clear()
+            if not self._synced():
+                continue
+            try:
+                self.run_once()
+            except Exception as err:  # never let one bad pass end the loop
+                log.warning("autoscaler pass failed", extra={"error": repr(err)}, exc_info=True)
+
+    # -- one pass -------------------------------------------------------------------
+
+    def current_jobs(self) -> list[dict[str, Any]]:
+        jobs = []
+        for job in self.jobs():
+            uid = (job.get("metadata") or {}).get("uid", "")
+            written = self._written.get(uid)
+            if written is not None:
+                if _version(job) >= _version(written):
+                    del self._written[uid]
+                else:
+                    job = written
+            jobs.append(job)
+        return jobs
+
+    def run_once(self) -> Plan:
+        started = time.monotonic()
+        elastic = [e for e in map(job_from_manifest, self.current_jobs()) if e is not None]
+        result = plan(self._nodes.cache.list(), self._pods.cache.list(), elastic, self.max_load)
+        applied = [change for change in result.changes if self._apply(change)]
+        duration = time.monotonic() - started
+        PASS_SECONDS.observe(duration)
+        log.info(
+            "autoscaler pass",
+            extra={
+                "cluster": result.cluster.as_log(),
+                "changes": [f"{c.key}: {c.old} -> {c.new}" for c in applied],
+                "action": f"{len(applied)} change(s)"
+                + (
+                    f", {len(result.unplaceable)} pending group(s) cannot fit"
+                    if result.unplaceable
+                    else ""
+                ),
+                "duration": round(duration, 4),
+            },
+        )
+        return result
+
+    def _apply(self, change: Change) -> bool:
+        namespace, _, name = change.key.partition("/")
+        patch = {
+            "metadata": {
+                "uid": change.uid,
+                "annotations": {
+                    ANNOTATION_TRAINERS: str(change.new),
+                    ANNOTATION_TRAINERS_REASON: f"{change.new}: {change.reason}"[:1000],
+                },
+            }
+        }
+        try:
+            updated = self.kube.patch(API_VERSION, KIND, namespace, name, patch)
+        except ApiError as err:
+            # Gone or replaced since we looked: the next pass sees the new world.
+            log.info("autoscaler patch skipped", extra={"job": change.key, "error": str(err)})
+            return False
+        self._written[change.uid] = updated
+        CHANGES.labels("up" if change.new > change.old else "down").inc()
+        log.info(
+            "scaling trainers",
+            extra={
+                "job": f"{KIND}/{change.key}",
+                "action": f"{change.old} -> {change.new}",
+                "target": change.reason,
+            },
+        )
+        return True
+
+
+def _version(obj: dict[str, Any]) -> int:
+    try:
+        return int(obj["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return 0

@@ -1,0 +1,309 @@
+"""PaddleJob end to end: EDL's example, and the autoscaler on a small cluster.
+
+The scaling tests run on their own cluster of two nodes with known room
+(8 CPU, 16Gi, 4 GPUs each), with the chart installed and the operator
+running as a local process with the chart's ServiceAccount, so the
+autoscaler's RBAC (nodes, all pods, patching PaddleJobs and pods) is the
+chart's. A sampler thread checks the invariants throughout: trainer counts
+within [minInstance, maxInstance], no node with more requested than it has,
+pservers never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from dlk8s.localcluster import LocalCluster, NodeSpec, leftover_processes, missing_tools
+from dlk8s.localdeploy import OperatorProcess, install_chart
+from dlk8s.resources import from_list, pod_requests
+
+from .helpers import apply, example, get_json, job_status, pods_of, wait_until
+
+NODES = (
+    NodeSpec("small-0", cpu="8", memory="16Gi", gpu=4),
+    NodeSpec("small-1", cpu="8", memory="16Gi", gpu=4),
+)
+NAMESPACE = "elastic"
+
+
+def env_of(pod: dict[str, Any]) -> dict[str, Any]:
+    container = next(c for c in pod["spec"]["containers"] if c["name"] == "paddle")
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+def role_pods(pods: dict[str, dict[str, Any]], role: str) -> dict[str, dict[str, Any]]:
+    return {
+        n: p for n, p in pods.items() if p["metadata"]["labels"]["dlk8s.io/replica-type"] == role
+    }
+
+
+# --- EDL's example, on the session cluster --------------------------------------------
+
+
+@pytest.mark.usefixtures("operator")
+def test_edl_example_makes_the_right_pods_and_variables(
+    cluster: LocalCluster, namespace: str
+) -> None:
+    apply(cluster, namespace, example("paddlejob-edl.yaml"))
+    base = {"example-master-0", "example-pserver-0", "example-pserver-1"}
+
+    def started() -> dict[str, dict[str, Any]] | None:
+        pods = pods_of(cluster, namespace, "example")
+        names = set(pods)
+        ok = base <= names and {"example-trainer-0", "example-trainer-1"} <= names
+        return pods if ok else None
+
+    pods = wait_until(started, what="the example's master, pservers and trainers")
+    trainer = pods["example-trainer-0"]
+    assert env_of(trainer) == {
+        "PADDLE_JOB_NAME": "example",
+        "TRAINERS": "2",
+        "PSERVERS": "2",
+        "ENTRY": "python /workspace/train_ft.py",
+        "TRAINER_PACKAGE": "/workspace",
+        "PADDLE_INIT_PORT": "7164",
+        "PADDLE_INIT_PORTS_NUM": "1",
+        "PADDLE_INIT_PORTS_NUM_FOR_SPARSE": "1",
+        "PADDLE_INIT_NUM_GRADIENT_SERVERS": "2",
+        "PADDLE_INIT_NUM_PASSES": "50",
+        "PADDLE_INIT_TRAINER_COUNT": "1",
+        "PADDLE_INIT_USE_GPU": "0",
+        "DLK8S_TRAINERS_FILE": "/etc/dlk8s/trainers",
+        "NAMESPACE": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}},
+        "POD_IP": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}},
+    }
+    assert trainer["spec"]["containers"][0]["command"] == ["paddle_k8s", "start_new_trainer"]
+    assert trainer["spec"]["containers"][0]["resources"]["requests"] == {
+        "cpu": "200m",
+        "memory": "200Mi",
+    }
+    pserver = pods["example-pserver-1"]["spec"]["containers"][0]
+    assert pserver["resources"] == {
+        "limits": {"cpu": "800m", "memory": "1Gi"},
+        "requests": {"cpu": "500m", "memory": "600Mi"},
+    }
+    master = pods["example-master-0"]["spec"]["containers"]
+    assert [c["name"] for c in master] == ["paddle", "etcd"]
+    services = get_json(cluster, "services", "-n", namespace, "-l", "dlk8s.io/job-name=example")
+    names = {s["metadata"]["name"] for s in services["items"]}
+    assert base | {"example-trainer-0", "example-trainer-1"} <= names
+    status = wait_until(
+        lambda: (
+            (s := job_status(cluster, namespace, "PaddleJob", "example")).get("phase") == "Running"
+            and s
+        ),
+        what="the example to run",
+    )
+    assert 2 <= status["trainers"] <= 6
+
+
+# --- the autoscaler, on a small cluster of known size ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def small() -> Iterator[tuple[LocalCluster, OperatorProcess]]:
+    if missing_tools():
+        pytest.skip(f"local control plane tools missing: {missing_tools()} (run `make tools`)")
+    local = LocalCluster(nodes=NODES)
+    local.start()
+    operator: OperatorProcess | None = None
+    try:
+        install = install_chart(local)
+        operator = OperatorProcess(
+            install, name="elastic-operator", env={"DLK8S_AUTOSCALER_PERIOD": "2"}
+        ).start()
+        local.kubectl("create", "namespace", NAMESPACE)
+        yield local, operator
+    finally:
+        if operator is not None:
+            operator.stop()
+        workdir = str(local.workdir)
+        local.stop()
+        assert leftover_processes(workdir) == []
+
+
+def elastic_job(name: str, low: int, high: int, gpus: int = 1) -> dict[str, Any]:
+    return {
+        "apiVersion": "dlk8s.io/v1alpha1",
+        "kind": "PaddleJob",
+        "metadata": {"name": name},
+        "spec": {
+            "image": "paddle:test",
+            "faultTolerant": low < high,
+            "trainer": {
+                "entrypoint": "python train.py",
+                "minInstance": low,
+                "maxInstance": high,
+                "resources": {
+                    "requests": {"cpu": "500m", "memory": "1Gi"},
+                    "limits": {"nvidia.com/gpu": gpus},
+                },
+            },
+            "pserver": {
+                "minInstance": 1,
+                "maxInstance": 1,
+                "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}},
+            },
+            "master": {"resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}},
+        },
+    }
+
+
+class Sampler:
+    """Checks the invariants on every sample, in the background."""
+
+    def __init__(self, cluster: LocalCluster, bounds: dict[str, tuple[int, int]]) -> None:
+        self.cluster = cluster
+        self.bounds = bounds
+        self.violations: list[str] = []
+        self.samples = 0
+        self.pserver_uids: dict[str, set[str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.sample()
+            except Exception as err:  # a flaky read is no violation; keep sampling
+                print(f"sampler: {err!r}")
+            self._stop.wait(0.3)
+
+    def sample(self) -> None:
+        nodes = get_json(self.cluster, "nodes")["items"]
+        pods = get_json(self.cluster, "pods", "-A")["items"]
+        jobs = get_json(self.cluster, "paddlejobs", "-n", NAMESPACE)["items"]
+        self.samples += 1
+        room = {n["metadata"]["name"]: from_list(n["status"]["allocatable"]) for n in nodes}
+        used = {name: from_list({}) for name in room}
+        for pod in pods:
+            node = pod["spec"].get("nodeName")
+            if node in used and pod["status"].get("phase") not in ("Succeeded", "Failed"):
+                used[node] = used[node] + pod_requests(pod["spec"])
+        for name, total in room.items():
+            if not used[name].fits_in(total):
+                self.violations.append(f"node {name}: {used[name]} requested of {total}")
+        for job in jobs:
+            name = job["metadata"]["name"]
+            low, high = self.bounds[name]
+            count = (job.get("status") or {}).get("trainers")
+            if count is not None and not low <= count <= high:
+                self.violations.append(f"{name}: status.trainers {count} outside [{low}, {high}]")
+            asked = job["metadata"].get("annotations", {}).get("dlk8s.io/trainers")
+            if asked is not None and not low <= int(asked) <= high:
+                self.violations.append(f"{name}: the autoscaler asked for {asked}")
+        for pod in pods:
+            labels = pod["metadata"].get("labels", {})
+            if labels.get("dlk8s.io/replica-type") == "pserver":
+                job = labels["dlk8s.io/job-name"]
+                self.pserver_uids.setdefault(job, set()).add(pod["metadata"]["uid"])
+                if labels["dlk8s.io/replica-index"] != "0":
+                    self.violations.append(f"{job}: a second pserver appeared")
+
+
+def trainers_of(cluster: LocalCluster, job: str) -> dict[str, dict[str, Any]]:
+    pods = role_pods(pods_of(cluster, NAMESPACE, job), "trainer")
+    return {n: p for n, p in pods.items() if not p["metadata"].get("deletionTimestamp")}
+
+
+def running_trainers(cluster: LocalCluster, job: str, count: int) -> dict[str, dict[str, Any]]:
+    def check() -> dict[str, dict[str, Any]] | None:
+        pods = trainers_of(cluster, job)
+        expected = {f"{job}-trainer-{i}" for i in range(count)}
+        ok = pods.keys() == expected and all(
+            p["status"].get("phase") == "Running" for p in pods.values()
+        )
+        return pods if ok else None
+
+    return wait_until(check, timeout=90, what=f"{job} to run exactly {count} trainers")
+
+
+def annotation(pod: dict[str, Any]) -> str:
+    return str(pod["metadata"].get("annotations", {}).get("dlk8s.io/trainers"))
+
+
+def test_elastic_jobs_grow_shrink_and_make_room(
+    small: tuple[LocalCluster, OperatorProcess],
+) -> None:
+    cluster, operator = small
+    bounds = {"grow": (2, 6), "fixed": (4, 4)}
+    with Sampler(cluster, bounds) as sampler:
+        # (a) a lone elastic job grows to its max: 6 trainers of 1 GPU on 8 GPUs.
+        apply(cluster, NAMESPACE, elastic_job("grow", 2, 6))
+        # It starts at minInstance (trainer 0's count at creation), then grows.
+        trainer0 = wait_until(
+            lambda: trainers_of(cluster, "grow").get("grow-trainer-0"), what="trainer 0"
+        )
+        uid0 = trainer0["metadata"]["uid"]
+        assert env_of(trainer0)["TRAINERS"] == "2"
+        grown = running_trainers(cluster, "grow", 6)
+        status = job_status(cluster, NAMESPACE, "PaddleJob", "grow")
+        assert status["trainers"] == 6
+        assert "Scaled from" in status["lastScaleReason"]
+
+        # (d) trainer 0 saw the count change without a restart: same pod,
+        # annotation (the downward-API file's source) now 6; TRAINERS is still
+        # the count at its start.
+        same = grown["grow-trainer-0"]
+        assert same["metadata"]["uid"] == uid0
+        wait_until(
+            lambda: annotation(trainers_of(cluster, "grow")["grow-trainer-0"]) == "6",
+            what="trainer 0's annotation to read 6",
+        )
+        assert env_of(same)["TRAINERS"] == "2"
+        volume = next(v for v in same["spec"]["volumes"] if v["name"] == "dlk8s-trainers")
+        item = volume["downwardAPI"]["items"][0]
+        assert item["fieldRef"]["fieldPath"] == "metadata.annotations['dlk8s.io/trainers']"
+
+        # (b) a fixed job of 4 GPUs does not fit (2 free): grow shrinks toward
+        # its min, by its highest trainers, and the newcomer starts.
+        apply(cluster, NAMESPACE, elastic_job("fixed", 4, 4))
+        running_trainers(cluster, "fixed", 4)
+        shrunk = running_trainers(cluster, "grow", 4)
+        assert shrunk.keys() == {f"grow-trainer-{i}" for i in range(4)}
+        assert shrunk["grow-trainer-0"]["metadata"]["uid"] == uid0
+        wait_until(
+            lambda: annotation(trainers_of(cluster, "grow")["grow-trainer-0"]) == "4",
+            what="trainer 0's annotation to read 4",
+        )
+        status = job_status(cluster, NAMESPACE, "PaddleJob", "grow")
+        assert status["trainers"] == 4
+        assert "pending" in status["lastScaleReason"]
+        # It stays there: all 8 GPUs are in use.
+        time.sleep(5)
+        assert len(trainers_of(cluster, "grow")) == 4
+
+        # Events tell every change.
+        events = get_json(cluster, "events", "-n", NAMESPACE)["items"]
+        scaled = [
+            e["message"]
+            for e in events
+            if e["reason"] == "TrainersScaled" and e["involvedObject"]["name"] == "grow"
+        ]
+        assert any("to 6" in m for m in scaled), scaled
+        assert any("from 6 to" in m or "to 4" in m for m in scaled), scaled
+
+    # (c) and (e): over every sample, the invariants held and pservers were never touched.
+    assert sampler.samples > 10
+    assert sampler.violations == []
+    assert {job: len(uids) for job, uids in sampler.pserver_uids.items()} == {"grow": 1, "fixed": 1}
+    # The operator logged a summary of the cluster on its passes.
+    lines = [json.loads(x) for x in operator.log_path.read_text().splitlines() if x.startswith("{")]
+    passes = [x for x in lines if x.get("msg") == "autoscaler pass"]
+    assert passes
+    assert passes[-1]["cluster"]["gpu"]["total"] == 8
+    assert passes[-1]["cluster"]["nodes"] == 2

@@ -1,0 +1,365 @@
+"""The autoscaler's planning: per-node fit, fulfillment order, the max-load
+bound, pending jobs, bounds, and what it must never touch."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+import pytest
+
+from dlk8s.autoscaler import (
+    ElasticJob,
+    Node,
+    Pod,
+    Taint,
+    job_from_manifest,
+    node_from_manifest,
+    plan,
+    pod_from_manifest,
+)
+from dlk8s.resources import Resources
+
+GI = 2**30
+
+
+def node(name: str, cpu: float = 8, memory_gi: int = 32, gpu: int = 4, **kw: Any) -> Node:
+    return Node(name, Resources(int(cpu * 1000), memory_gi * GI, gpu), **kw)
+
+
+def res(cpu: float = 0, memory_gi: float = 0, gpu: int = 0) -> Resources:
+    return Resources(int(cpu * 1000), int(memory_gi * GI), gpu)
+
+
+def job(uid: str, low: int, high: int, trainers: int, trainer: Resources, **kw: Any) -> ElasticJob:
+    kw.setdefault("running", True)
+    return ElasticJob(uid, f"ns/{uid}", low, high, trainers, trainer, **kw)
+
+
+def trainer_pods(j: ElasticJob, *nodes: str, start: int = 0) -> list[Pod]:
+    """Trainers start..start+len(nodes)-1 of `j`, bound to these nodes ("" = pending)."""
+    return [
+        Pod("ns", f"{j.uid}-trainer-{i}", n, j.trainer, owner_uid=j.uid, role="trainer", index=i)
+        for i, n in enumerate(nodes, start=start)
+    ]
+
+
+def pod(name: str, node_name: str, requests: Resources, **kw: Any) -> Pod:
+    return Pod("ns", name, node_name, requests, **kw)
+
+
+def targets(result: Any) -> dict[str, int]:
+    return {c.uid: c.new for c in result.changes}
+
+
+# --- growth ----------------------------------------------------------------------
+
+
+def test_a_lone_job_grows_to_its_max_when_there_is_room() -> None:
+    a = job("a", 1, 4, 1, res(1, 1, gpu=1))
+    result = plan([node("n0", gpu=8)], trainer_pods(a, "n0"), [a])
+    assert targets(result) == {"a": 4}
+
+
+def test_the_least_fulfilled_job_grows_first() -> None:
+    # Room for exactly one more 1-GPU trainer: a (0 of 3 extra) gets it, not b (2 of 4).
+    a = job("a", 1, 4, 1, res(1, 1, gpu=1))
+    b = job("b", 2, 6, 4, res(1, 1, gpu=1))
+    pods = trainer_pods(a, "n0") + trainer_pods(b, "n0", "n0", "n0", "n0")
+    result = plan([node("n0", gpu=6)], pods, [a, b])
+    assert targets(result) == {"a": 2}
+
+
+def test_growth_alternates_by_fulfillment() -> None:
+    # Four GPUs free: a and b have the same range; each gets two.
+    a = job("a", 1, 5, 1, res(1, 1, gpu=1), created="2026-01-01T00:00:00Z")
+    b = job("b", 1, 5, 1, res(1, 1, gpu=1), created="2026-01-01T00:00:01Z")
+    pods = trainer_pods(a, "n0") + trainer_pods(b, "n0")
+    result = plan([node("n0", gpu=6)], pods, [a, b])
+    assert targets(result) == {"a": 3, "b": 3}
+
+
+def test_fit_is_checked_per_node_not_on_totals() -> None:
+    # Two GPUs free in total, but one per node: a 2-GPU trainer fits nowhere.
+    a = job("a", 1, 3, 1, res(1, 1, gpu=2))
+    pods = [*trainer_pods(a, "n0"), pod("other", "n1", res(1, 1, gpu=3))]
+    result = plan([node("n0", gpu=3), node("n1", gpu=4)], pods, [a])
+    assert result.changes == ()
+    # ...and with one node that has the room, it grows.
+    result = plan([node("n0", gpu=3), node("n1", gpu=4)], pods[:1], [a])
+    assert targets(result) == {"a": 3}
+
+
+@pytest.mark.parametrize(
+    ("resource", "trainer"), [("cpu", res(cpu=4)), ("memory", res(memory_gi=16))]
+)
+def test_growth_keeps_cpu_and_memory_under_the_max_load(resource: str, trainer: Resources) -> None:
+    # 90% requested; each trainer adds 4%: 94% and 98% would both fit the
+    # node, but 98% is over the 97% bound.
+    big = node("n0", cpu=100, memory_gi=400, gpu=0)
+    a = job("a", 1, 10, 1, trainer)
+    filler = res(cpu=86) if resource == "cpu" else res(memory_gi=344)
+    pods = [*trainer_pods(a, "n0"), pod("other", "n0", filler)]
+    assert targets(plan([big], pods, [a], max_load=0.97)) == {"a": 2}
+    assert targets(plan([big], pods, [a], max_load=1.0)) == {"a": 3}
+
+
+def test_gpus_may_fill_completely() -> None:
+    a = job("a", 1, 8, 1, res(0.1, 0.1, gpu=1))
+    result = plan([node("n0", gpu=8)], trainer_pods(a, "n0"), [a])
+    assert targets(result) == {"a": 8}
+    assert result.free_after["n0"].gpu == 0
+
+
+def test_a_job_that_is_not_running_yet_does_not_grow() -> None:
+    a = job("a", 1, 4, 1, res(1, 1, gpu=1), running=False)
+    assert plan([node("n0")], trainer_pods(a, "n0"), [a]).changes == ()
+
+
+def test_a_job_in_the_middle_of_a_change_is_left_alone() -> None:
+    # a asks for 3 trainers but only 2 exist yet: their room is kept, no more.
+    a = job("a", 1, 8, 3, res(1, 1, gpu=1))
+    result = plan([node("n0", gpu=8)], trainer_pods(a, "n0", "n0"), [a])
+    assert result.changes == ()
+    assert result.free_after["n0"].gpu == 5
+    # A trainer still terminating (scaled down) freezes it as well.
+    down = job("d", 1, 8, 1, res(1, 1, gpu=1))
+    pods = trainer_pods(down, "n0") + trainer_pods(down, "n0", start=1)
+    pods[1] = dataclasses.replace(pods[1], terminating=True)
+    assert plan([node("n0", gpu=8)], pods, [down]).changes == ()
+
+
+# --- shrinking ----------------------------------------------------------------------
+
+
+def test_over_the_bound_the_most_fulfilled_job_shrinks_first() -> None:
+    a = job("a", 1, 4, 4, res(cpu=10))  # fulfillment 1.0
+    b = job("b", 1, 5, 3, res(cpu=10))  # fulfillment 0.5
+    pods = trainer_pods(a, *["n0"] * 4) + trainer_pods(b, *["n0"] * 3)
+    # 70 + 28 = 98 of 100 cores requested: one trainer must go, and it is a's.
+    pods.append(pod("other", "n0", res(cpu=28)))
+    result = plan([node("n0", cpu=100, memory_gi=100, gpu=0)], pods, [a, b])
+    assert targets(result) == {"a": 3}
+    assert "max load" in result.changes[0].reason
+
+
+def test_a_pending_job_makes_the_most_fulfilled_job_shrink() -> None:
+    a = job("a", 1, 4, 4, res(1, 1, gpu=1))  # fulfillment 1.0
+    b = job("b", 1, 5, 3, res(1, 1, gpu=1))  # fulfillment 0.5
+    pods = trainer_pods(a, "n0", "n0", "n0", "n1") + trainer_pods(b, "n0", "n1", "n1")
+    # The newcomer needs two GPUs on one node; n1 has one free.
+    pods.append(pod("new-trainer-0", "", res(1, 1, gpu=2), owner_uid="new", created="z"))
+    result = plan([node("n0", gpu=4), node("n1", gpu=4)], pods, [a, b])
+    # a's highest trainer (on n1) goes: enough, so b keeps all of its own.
+    assert targets(result) == {"a": 3}
+    assert "new" in result.changes[0].reason
+    assert result.unplaceable == ()
+
+
+def test_shrinking_for_a_pending_job_takes_only_what_it_needs() -> None:
+    # n0: a0 a1 a2 b0 (full); n1: b1 b2 b3 (one GPU free). The newcomer needs
+    # two GPUs on one node. a is the most fulfilled, but freeing a2 (on n0)
+    # alone does not help; b3 (on n1) does, and then a2 is not needed at all.
+    a = job("a", 1, 3, 3, res(1, 1, gpu=1))  # fulfillment 1.0
+    b = job("b", 1, 5, 4, res(1, 1, gpu=1))  # fulfillment 0.75
+    pods = trainer_pods(a, "n0", "n0", "n0") + trainer_pods(b, "n0", "n1", "n1", "n1")
+    pods.append(pod("new-trainer-0", "", res(1, 1, gpu=2), owner_uid="new"))
+    result = plan([node("n0", gpu=4), node("n1", gpu=4)], pods, [a, b])
+    assert targets(result) == {"b": 3}
+
+
+def test_a_pending_job_that_cannot_fit_anyway_shrinks_nothing() -> None:
+    a = job("a", 1, 4, 4, res(1, 1, gpu=1))
+    pods = trainer_pods(a, "n0", "n0", "n0", "n0")
+    pods.append(pod("huge", "", res(1, 1, gpu=16), owner_uid="huge"))
+    result = plan([node("n0", gpu=4)], pods, [a])
+    assert result.changes == ()
+    assert len(result.unplaceable) == 1
+
+
+def test_pending_pods_keep_their_room_from_growth() -> None:
+    a = job("a", 1, 8, 1, res(1, 1, gpu=1))
+    pods = [*trainer_pods(a, "n0"), pod("waiting", "", res(1, 1, gpu=2), owner_uid="w")]
+    result = plan([node("n0", gpu=8)], pods, [a])
+    assert targets(result) == {"a": 6}  # 8 - 1 - 2 reserved = 5 more
+
+
+def test_room_being_freed_is_not_freed_twice() -> None:
+    # The previous pass shrank a from 4 to 3; its trainer 3 is still there
+    # (not yet deleted) and the newcomer not yet bound: nothing more to do.
+    a = job("a", 1, 4, 3, res(1, 1, gpu=1))
+    pods = trainer_pods(a, "n0", "n0", "n0", "n0")
+    pods.append(pod("new-0", "", res(1, 1, gpu=1), owner_uid="new"))
+    assert plan([node("n0", gpu=4)], pods, [a]).changes == ()
+
+
+def test_an_extra_trainer_that_cannot_be_scheduled_is_given_back() -> None:
+    a = job("a", 1, 4, 3, res(1, 1, gpu=2))
+    pods = trainer_pods(a, "n0", "n0", "")  # trainer 2 found no room
+    result = plan([node("n0", gpu=4)], pods, [a])
+    assert targets(result) == {"a": 2}
+    assert "trainer 2" in result.changes[0].reason
+
+
+def test_taints_and_node_selectors_are_respected() -> None:
+    a = job("a", 1, 4, 1, res(1, 1, gpu=1))
+    tainted = node("t", gpu=8, taints=(Taint("dedicated", "x", "NoSchedule"),))
+    result = plan([node("n0", gpu=1), tainted], trainer_pods(a, "n0"), [a])
+    assert result.changes == ()  # only the tainted node has room
+    # A pending pod selecting a label no node has cannot fit anywhere.
+    b = job("b", 1, 4, 4, res(1, 1, gpu=1))
+    picky = pod("p", "", res(gpu=1), owner_uid="p", node_selector={"zone": "mars"})
+    result = plan([node("n0", gpu=4)], [*trainer_pods(b, *["n0"] * 4), picky], [b])
+    assert result.changes == ()
+    assert result.unplaceable
+
+
+# --- bounds and what is never touched --------------------------------------------------
+
+
+def test_jobs_with_min_equal_to_max_are_never_touched() -> None:
+    fixed = job("f", 3, 3, 3, res(1, 1, gpu=1))
+    pods = trainer_pods(fixed, "n0", "n0", "n0")
+    pods.append(pod("new-0", "", res(1, 1, gpu=2), owner_uid="new"))
+    result = plan([node("n0", gpu=4)], pods, [fixed])
+    assert result.changes == ()
+    assert result.unplaceable  # it would have needed fixed's room
+    assert plan([node("n0", gpu=64)], pods[:3], [fixed]).changes == ()
+
+
+def test_pservers_and_other_pods_are_never_given_up() -> None:
+    # The cluster is full with a's pserver and its minimum trainers: a newcomer
+    # cannot start, and nothing of a is removed for it.
+    a = job("a", 2, 4, 2, res(1, 1, gpu=1))
+    pods = trainer_pods(a, "n0", "n0")
+    pods.append(pod("a-pserver-0", "n0", res(1, 1, gpu=2), owner_uid="a", role="pserver", index=0))
+    pods.append(pod("new-0", "", res(1, 1, gpu=1), owner_uid="new"))
+    result = plan([node("n0", gpu=4)], pods, [a])
+    assert result.changes == ()
+
+
+def test_random_clusters_keep_every_invariant() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        nodes = [
+            node(f"n{i}", cpu=rng.choice([4, 8, 16]), gpu=rng.choice([0, 2, 4, 8]))
+            for i in range(rng.randint(1, 4))
+        ]
+        room = {n.name: n.allocatable for n in nodes}
+        jobs, pods = [], []
+        for j in range(rng.randint(1, 5)):
+            low = rng.randint(1, 3)
+            high = rng.choice([low, low + rng.randint(1, 5)])
+            trainer = res(rng.choice([0.5, 1, 2]), rng.choice([1, 2]), rng.choice([0, 1, 2]))
+            placed: list[str] = []
+            for _ in range(rng.randint(low, high)):
+                fits = [n for n, r in room.items() if trainer.fits_in(r)]
+                target = rng.choice(fits) if fits and rng.random() < 0.9 else ""
+                if target:
+                    room[target] = room[target] - trainer
+                placed.append(target)
+            elastic = job(f"j{j}", low, high, len(placed), trainer, running=rng.random() < 0.8)
+            jobs.append(elastic)
+            pods += trainer_pods(elastic, *placed)
+        for k in range(rng.randint(0, 3)):
+            pods.append(pod(f"p{k}", "", res(1, 1, rng.randint(0, 4)), owner_uid=f"p{k}"))
+        result = plan(nodes, pods, jobs, max_load=rng.choice([0.9, 0.97, 1.0]))
+        by_uid = {j.uid: j for j in jobs}
+        for change in result.changes:
+            elastic = by_uid[change.uid]
+            assert elastic.min < elastic.max, "a fixed-size job was touched"
+            assert elastic.min <= change.new <= elastic.max, change
+        for name, free in result.free_after.items():
+            assert min(free.cpu, free.memory, free.gpu) >= 0, (name, free)
+
+
+# --- reading API objects -----------------------------------------------------------------
+
+
+def test_api_objects_are_read_as_the_scheduler_counts_them() -> None:
+    raw_pod = {
+        "metadata": {
+            "name": "j-trainer-3",
+            "namespace": "ns",
+            "labels": {"dlk8s.io/replica-type": "trainer", "dlk8s.io/replica-index": "3"},
+            "ownerReferences": [{"uid": "u", "controller": True}],
+        },
+        "spec": {
+            "nodeName": "n0",
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                {"name": "b", "resources": {"limits": {"cpu": "1", "nvidia.com/gpu": "2"}}},
+            ],
+            "initContainers": [{"name": "i", "resources": {"requests": {"cpu": "3"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    parsed = pod_from_manifest(raw_pod)
+    assert parsed is not None
+    assert parsed.requests == Resources(3000, GI, 2)
+    assert (parsed.owner_uid, parsed.role, parsed.index, parsed.node) == ("u", "trainer", 3, "n0")
+    assert pod_from_manifest({**raw_pod, "status": {"phase": "Succeeded"}}) is None
+    raw_node = {
+        "metadata": {"name": "n0"},
+        "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "4"}},
+    }
+    assert node_from_manifest(raw_node) == Node("n0", Resources(32000, 128 * GI, 4))
+
+
+def paddlejob(**spec: Any) -> dict[str, Any]:
+    return {
+        "kind": "PaddleJob",
+        "metadata": {"name": "j", "namespace": "ns", "uid": "u", "annotations": {}},
+        "spec": {
+            "faultTolerant": True,
+            "trainer": {"minInstance": 2, "maxInstance": 6, "resources": {"requests": {"cpu": 1}}},
+            **spec,
+        },
+        "status": {"state": "Running", "phase": "Running"},
+    }
+
+
+def test_only_active_elastic_paddlejobs_are_scaled() -> None:
+    found = job_from_manifest(paddlejob())
+    assert found is not None
+    assert (found.min, found.max, found.trainers, found.trainer) == (2, 6, 2, Resources(1000))
+    fixed = paddlejob(trainer={"minInstance": 2, "maxInstance": 2})
+    assert job_from_manifest(fixed) is None
+    assert job_from_manifest({**paddlejob(), "status": {"state": "Succeeded"}}) is None
+    assert job_from_manifest({**paddlejob(), "kind": "TFJob"}) is None
+
+
+JUNK: list[Any] = [None, 0, -1, True, "x", "", [], {}, [None], {"a": None}, 1.5, "200x", "-1"]
+
+
+def _mutations(base: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    import copy
+
+    obj = copy.deepcopy(base)
+    for _ in range(rng.randint(1, 4)):
+        target = obj
+        path: list[str] = []
+        while isinstance(target, dict) and target and rng.random() < 0.7:
+            key = rng.choice(list(target))
+            path.append(key)
+            if not isinstance(target[key], dict):
+                break
+            target = target[key]
+        if isinstance(target, dict) and path:
+            target[path[-1]] = rng.choice(JUNK)
+    return obj
+
+
+def test_malformed_objects_never_raise() -> None:
+    rng = random.Random(3)
+    bases = [paddlejob(), {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k"}]}}]
+    for _ in range(2000):
+        junk = _mutations(rng.choice(bases), rng)
+        job_from_manifest(junk)
+        node_from_manifest(junk)
+        pod_from_manifest(junk)
+    for junk in JUNK:
+        assert job_from_manifest(junk) is None
+        assert node_from_manifest(junk) is None
+        assert pod_from_manifest(junk) is None

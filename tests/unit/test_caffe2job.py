@@ -1,0 +1,467 @@
+"""Caffe2Job: the seed examples' children, the backends, who decides the job.
+
+Expected values are written from the two Caffe2 operators' READMEs (seed 000:
+backendSpecs, the worker's variables and labels, CAFFE2_CONFIG; seed 002: the
+MASTER, redis in the MASTER pod, task_index over MASTER and WORKER), never
+copied from an output.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dlk8s import naming
+from dlk8s.actions import Create, Event
+from dlk8s.config import parse_config
+from dlk8s.reconcile import Observed, reconcile
+from tests.unit.test_reconcile import NOW, World, condition, creates, deletes
+from tests.unit.test_reconcile_invalid import check, mutations
+
+UID = "c2c2c2c2-0000-4000-8000-00000000c002"
+RUNTIME_ID = naming.runtime_id(UID)
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+CONFIG = parse_config({})
+IN_MASTER = "example-job-redis-in-master"
+REDIS_SERVICE = f"{IN_MASTER}-redis"
+
+
+def seed(name: str) -> dict[str, Any]:
+    job: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
+    job["metadata"] |= {"namespace": "default", "uid": UID, "generation": 1}
+    return job
+
+
+def caffe2job(roles: dict[str, int], **backend: Any) -> dict[str, Any]:
+    """A job named j in ns with these replica counts, each with a caffe2 container."""
+    specs = [
+        {
+            "replicaType": role,
+            "replicas": count,
+            "template": {"spec": {"containers": [{"name": "caffe2", "image": "caffe2:1"}]}},
+        }
+        for role, count in roles.items()
+    ]
+    return {
+        "apiVersion": "dlk8s.io/v1alpha1",
+        "kind": "Caffe2Job",
+        "metadata": {"name": "j", "namespace": "ns", "uid": UID, "generation": 1},
+        "spec": {"backendSpecs": backend or {"backendType": "redis"}, "replicaSpecs": specs},
+    }
+
+
+def children(job: dict[str, Any]) -> dict[tuple[str, str], Any]:
+    result = reconcile(job, Observed(), CONFIG, NOW)
+    return {
+        (a.obj["kind"], a.obj["metadata"]["name"]): a.obj
+        for a in result.actions
+        if isinstance(a, Create)
+    }
+
+
+def container(pod: dict[str, Any], name: str = "caffe2") -> dict[str, Any]:
+    [found] = [c for c in pod["spec"]["containers"] if c["name"] == name]
+    return found
+
+
+def env(pod: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container(pod).get("env", [])}
+
+
+def running(job: dict[str, Any]) -> World:
+    world = World(job, config=CONFIG)
+    world.settle()
+    world.run()
+    world.settle()
+    return world
+
+
+def seed_labels(job: str, role: str, index: int, task_index: int) -> dict[str, str]:
+    return {
+        "caffe2_job_key": f"default-{job}",
+        "caffe2_replica_index": str(index),
+        "caffe2_replica_type": role.lower(),
+        "group_name": "dlk8s.io",
+        "runtime_id": RUNTIME_ID,
+        "job_type": role,
+        "task_index": str(task_index),
+    }
+
+
+# --- seed 000: an existing redis server, workers only, host network ------------
+
+
+def test_redis_example_makes_two_worker_pods_and_services() -> None:
+    made = children(seed("caffe2job-redis.yaml"))
+    names = ["example-job-worker-0", "example-job-worker-1"]
+    assert sorted(made) == [("Pod", n) for n in names] + [("Service", n) for n in names]
+    for index, name in enumerate(names):
+        service = made[("Service", name)]["spec"]
+        assert service["clusterIP"] == "None"
+        assert service["ports"] == [
+            {"name": "caffe2-port", "port": 2222, "targetPort": 2222, "protocol": "TCP"}
+        ]
+        assert service["selector"]["dlk8s.io/replica-index"] == str(index)
+
+
+def test_redis_example_variables_in_the_seeds_order() -> None:
+    pod = children(seed("caffe2job-redis.yaml"))[("Pod", "example-job-worker-1")]
+    cluster = '["example-job-worker-0.default.svc:2222","example-job-worker-1.default.svc:2222"]'
+    assert [(e["name"], e["value"]) for e in container(pod)["env"]] == [
+        ("SHARD_ID", "1"),
+        ("NUM_SHARDS", "2"),
+        ("RUN_ID", RUNTIME_ID),
+        (
+            "CAFFE2_CONFIG",
+            '{"cluster":{"worker":' + cluster + '},"task":{"index":1,"type":"worker"}}',
+        ),
+        ("REDIS_HOST", "redis-service"),
+        ("REDIS_PORT", "6379"),
+    ]
+
+
+def test_redis_example_labels_host_network_and_no_redis_of_our_own() -> None:
+    made = children(seed("caffe2job-redis.yaml"))
+    pod = made[("Pod", "example-job-worker-0")]
+    assert pod["metadata"]["labels"] == {
+        "dlk8s.io/job-name": "example-job",
+        "dlk8s.io/job-kind": "caffe2job",
+        "dlk8s.io/runtime-id": RUNTIME_ID,
+        "dlk8s.io/replica-type": "worker",
+        "dlk8s.io/replica-index": "0",
+        **seed_labels("example-job", "WORKER", 0, 0),
+    }
+    assert pod["spec"]["hostNetwork"] is True
+    assert pod["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["caffe2"]
+    assert container(pod)["resources"] == {"limits": {"nvidia.com/gpu": 2}}
+    assert container(pod)["command"] == ["python", "resnet50_trainer.py"]
+    assert ("Service", "example-job-redis") not in made
+
+
+def test_a_dns_policy_of_the_template_is_kept() -> None:
+    job = caffe2job({"WORKER": 1}, backendType="redis", redisHost="r")
+    job["spec"]["replicaSpecs"][0]["template"]["spec"] |= {
+        "hostNetwork": True,
+        "dnsPolicy": "Default",
+    }
+    assert children(job)[("Pod", "j-worker-0")]["spec"]["dnsPolicy"] == "Default"
+    job["spec"]["replicaSpecs"][0]["template"]["spec"] = {"containers": [{"name": "caffe2"}]}
+    assert "dnsPolicy" not in children(job)[("Pod", "j-worker-0")]["spec"]
+
+
+# --- seed 002: redis in the MASTER pod -------------------------------------------
+
+
+def test_redis_in_master_example_adds_the_redis_container_and_its_service() -> None:
+    made = children(seed("caffe2job-redis-in-master.yaml"))
+    pods = [f"{IN_MASTER}-master-0", f"{IN_MASTER}-worker-0", f"{IN_MASTER}-worker-1"]
+    assert sorted(made) == sorted(
+        [("Pod", p) for p in pods] + [("Service", p) for p in pods] + [("Service", REDIS_SERVICE)]
+    )
+    master = made[("Pod", f"{IN_MASTER}-master-0")]
+    assert [c["name"] for c in master["spec"]["containers"]] == ["caffe2", "redis"]
+    assert container(master, "redis") == {
+        "name": "redis",
+        "image": "redis:7.2-alpine",
+        "command": ["redis-server", "--port", "6379", "--protected-mode", "no"],
+        "ports": [{"name": "redis", "containerPort": 6379, "protocol": "TCP"}],
+    }
+    for worker in pods[1:]:
+        assert [c["name"] for c in made[("Pod", worker)]["spec"]["containers"]] == ["caffe2"]
+    service = made[("Service", REDIS_SERVICE)]
+    assert service["metadata"]["labels"]["dlk8s.io/replica-type"] == "master"
+    assert service["spec"] == {
+        "clusterIP": "None",
+        "publishNotReadyAddresses": True,
+        "selector": {
+            "dlk8s.io/job-name": IN_MASTER,
+            "dlk8s.io/runtime-id": RUNTIME_ID,
+            "dlk8s.io/replica-type": "master",
+            "dlk8s.io/replica-index": "0",
+        },
+        "ports": [{"name": "redis", "port": 6379, "targetPort": 6379, "protocol": "TCP"}],
+    }
+
+
+def test_redis_in_master_example_shards_count_the_master_first() -> None:
+    made = children(seed("caffe2job-redis-in-master.yaml"))
+    cluster = {
+        "master": [f"{IN_MASTER}-master-0.default.svc:2222"],
+        "worker": [
+            f"{IN_MASTER}-worker-0.default.svc:2222",
+            f"{IN_MASTER}-worker-1.default.svc:2222",
+        ],
+    }
+    expected = {
+        f"{IN_MASTER}-master-0": ("MASTER", 0, 0),
+        f"{IN_MASTER}-worker-0": ("WORKER", 0, 1),
+        f"{IN_MASTER}-worker-1": ("WORKER", 1, 2),
+    }
+    for name, (role, index, shard) in expected.items():
+        pod = made[("Pod", name)]
+        assert env(pod) == {
+            "SHARD_ID": str(shard),
+            "NUM_SHARDS": "3",
+            "RUN_ID": RUNTIME_ID,
+            "CAFFE2_CONFIG": env(pod)["CAFFE2_CONFIG"],
+            "REDIS_HOST": f"{REDIS_SERVICE}.default.svc",
+            "REDIS_PORT": "6379",
+        }
+        assert json.loads(env(pod)["CAFFE2_CONFIG"]) == {
+            "cluster": cluster,
+            "task": {"type": role.lower(), "index": index},
+        }
+        labels = pod["metadata"]["labels"]
+        assert seed_labels(IN_MASTER, role, index, shard).items() <= labels.items()
+        assert container(pod)["securityContext"] == {"capabilities": {"add": ["ALL"]}}
+
+
+def test_redis_in_master_on_another_port_and_with_the_users_own_server() -> None:
+    job = caffe2job({"MASTER": 1, "WORKER": 1}, backendType="redis", redisPort=7000)
+    made = children(job)
+    master = made[("Pod", "j-master-0")]
+    assert container(master, "redis")["command"] == [
+        "redis-server",
+        "--port",
+        "7000",
+        "--protected-mode",
+        "no",
+    ]
+    assert made[("Service", "j-redis")]["spec"]["ports"][0]["port"] == 7000
+    assert env(made[("Pod", "j-worker-0")])["REDIS_PORT"] == "7000"
+    assert env(made[("Pod", "j-worker-0")])["REDIS_HOST"] == "j-redis.ns.svc"
+
+    own = {"name": "redis", "image": "mirror.local/redis:7"}
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"].append(own)
+    master = children(job)[("Pod", "j-master-0")]
+    assert master["spec"]["containers"][1] == own
+
+
+def test_a_job_without_a_role_field_is_all_workers() -> None:
+    job = caffe2job({"WORKER": 2}, backendType="redis", redisHost="r")
+    del job["spec"]["replicaSpecs"][0]["replicaType"]
+    made = children(job)
+    assert sorted(name for kind, name in made if kind == "Pod") == ["j-worker-0", "j-worker-1"]
+
+
+# --- nfs -------------------------------------------------------------------------
+
+
+def test_nfs_example_mounts_the_export_in_every_shard() -> None:
+    made = children(seed("caffe2job-nfs.yaml"))
+    for index in (0, 1):
+        pod = made[("Pod", f"example-job-nfs-worker-{index}")]
+        assert pod["spec"]["volumes"] == [
+            {
+                "name": "dlk8s-caffe2-rendezvous",
+                "nfs": {"server": "nfs.example.internal", "path": "/exports/caffe2"},
+            }
+        ]
+        assert container(pod)["volumeMounts"] == [
+            {"name": "dlk8s-caffe2-rendezvous", "mountPath": "/mnt/caffe2-rendezvous"}
+        ]
+        values = env(pod)
+        assert values["FILE_STORE_PATH"] == "/mnt/caffe2-rendezvous"
+        assert (values["SHARD_ID"], values["NUM_SHARDS"]) == (str(index), "2")
+        assert "REDIS_HOST" not in values
+        assert "REDIS_PORT" not in values
+    assert ("Service", "example-job-nfs-redis") not in made
+
+
+def test_nfs_without_a_server_uses_the_templates_own_mount() -> None:
+    job = caffe2job({"MASTER": 1, "WORKER": 1}, backendType="nfs", nfsPath="/shared/run")
+    for entry in job["spec"]["replicaSpecs"]:
+        entry["template"]["spec"]["containers"][0]["volumeMounts"] = [
+            {"name": "data", "mountPath": "/shared/"}
+        ]
+        entry["template"]["spec"]["volumes"] = [
+            {"name": "data", "persistentVolumeClaim": {"claimName": "c"}}
+        ]
+    made = children(job)
+    master = made[("Pod", "j-master-0")]
+    assert master["spec"]["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "c"}}
+    ]
+    assert [c["name"] for c in master["spec"]["containers"]] == ["caffe2"]
+    assert env(master)["FILE_STORE_PATH"] == "/shared/run"
+
+    del job["spec"]["replicaSpecs"][1]["template"]["spec"]["containers"][0]["volumeMounts"]
+    message = _invalid(job)
+    assert "spec.replicaSpecs[1].template.spec.containers" in message
+    assert "/shared/run" in message
+    assert "spec.replicaSpecs[0]" not in message
+
+
+# --- who decides -------------------------------------------------------------------
+
+
+def test_the_masters_success_ends_the_job_and_cleanup_removes_the_redis_service() -> None:
+    world = running(seed("caffe2job-redis-in-master.yaml"))
+    assert world.job["status"]["phase"] == "Running"
+    world.exit(f"{IN_MASTER}-master-0", 0, container="caffe2")
+    result = world.step()
+    assert result.status["state"] == "Succeeded"
+    assert deletes(result, "Pod") == [f"{IN_MASTER}-worker-0", f"{IN_MASTER}-worker-1"]
+    assert REDIS_SERVICE in deletes(result, "Service")
+    world.settle()
+    assert world.job["status"]["phase"] == "Done"
+    assert world.names("Service") == []
+
+
+def test_the_masters_caffe2_container_decides_while_redis_still_runs() -> None:
+    world = running(seed("caffe2job-redis-in-master.yaml"))
+    master = f"{IN_MASTER}-master-0"
+    world.pod(master)["status"] = {
+        "phase": "Running",
+        "containerStatuses": [
+            {"name": "caffe2", "state": {"terminated": {"exitCode": 0}}},
+            {"name": "redis", "state": {"running": {}}},
+        ],
+    }
+    result = world.step()
+    assert result.status["state"] == "Succeeded"
+    # Still running (redis), so cleanPodPolicy Running stops it.
+    assert master in deletes(result, "Pod")
+
+
+def test_with_a_master_failed_workers_are_recreated_and_do_not_decide() -> None:
+    world = running(seed("caffe2job-redis-in-master.yaml"))
+    world.exit(f"{IN_MASTER}-worker-1", 0, container="caffe2")
+    world.exit(f"{IN_MASTER}-worker-0", 1, container="caffe2")
+    world.later(10)
+    result = world.step()
+    assert result.status["state"] == "Running"
+    assert deletes(result, "Pod") == [f"{IN_MASTER}-worker-0"]
+    result = world.step()
+    assert creates(result, "Pod") == [f"{IN_MASTER}-worker-0"]
+    assert result.status["restartCount"] == 1
+
+
+def test_without_a_master_the_job_succeeds_when_every_worker_has() -> None:
+    world = running(seed("caffe2job-redis.yaml"))
+    assert world.job["status"]["phase"] == "Running"
+    world.exit("example-job-worker-1", 0, container="caffe2")
+    result = world.step()
+    assert result.status["state"] == "Running"
+    assert result.status["phase"] == "Running"
+    assert deletes(result) == []
+    assert creates(result, "Pod") == []
+    world.settle()
+    world.exit("example-job-worker-0", 0, container="caffe2")
+    result = world.step()
+    assert result.status["state"] == "Succeeded"
+    succeeded = condition(result.status, "Succeeded")
+    assert succeeded is not None
+    assert succeeded["message"].startswith("all 2 WORKER pods succeeded")
+    world.settle()
+    assert world.job["status"]["phase"] == "Done"
+    assert world.pods() == ["example-job-worker-0", "example-job-worker-1"]
+
+
+def test_without_a_master_a_worker_exit_1_fails_the_job_and_137_retries_it() -> None:
+    world = running(seed("caffe2job-redis.yaml"))
+    world.exit("example-job-worker-0", 137, container="caffe2")
+    world.later(10)
+    assert deletes(world.step(), "Pod") == ["example-job-worker-0"]
+    assert creates(world.step(), "Pod") == ["example-job-worker-0"]
+    world.run()
+    world.settle()
+    world.exit("example-job-worker-1", 1, container="caffe2")
+    result = world.step()
+    assert (result.status["state"], result.status["reason"]) == ("Failed", "ReplicaFailed")
+    assert deletes(result, "Pod") == ["example-job-worker-0"]
+
+
+# --- what the CRD may not have caught ---------------------------------------------------
+
+
+def _invalid(job: dict[str, Any]) -> str:
+    result = reconcile(job, Observed(), CONFIG, NOW)
+    assert (result.status["state"], result.status["reason"]) == ("Failed", "InvalidSpec")
+    assert creates(result, "Pod") == []
+    [event] = [a for a in result.actions if isinstance(a, Event)]
+    return event.message
+
+
+@pytest.mark.parametrize(
+    ("job", "message"),
+    [
+        (
+            caffe2job({"WORKER": 2}),
+            "spec.replicaSpecs: needs a MASTER to run the redis server, "
+            "since spec.backendSpecs.redisHost is unset",
+        ),
+        (
+            caffe2job({"WORKER": 0}, backendType="redis", redisHost="r"),
+            "spec.replicaSpecs: needs an entry with replicaType MASTER or WORKER"
+            " and at least one replica",
+        ),
+        (
+            caffe2job({"MASTER": 2, "WORKER": 1}),
+            "spec.replicaSpecs[0].replicas: must be 1 for MASTER",
+        ),
+        (
+            caffe2job({"MASTER": 1, "WORKER": 1, "PS": 1}),
+            "spec.replicaSpecs[2].replicaType: must be one of MASTER, WORKER",
+        ),
+        (
+            caffe2job({"WORKER": 1}, backendType="gloo"),
+            "spec.backendSpecs.backendType: must be one of redis, nfs",
+        ),
+        (
+            caffe2job({"WORKER": 1}, backendType="nfs"),
+            "spec.backendSpecs.nfsPath: is required when backendType is nfs",
+        ),
+        (
+            caffe2job({"WORKER": 1}, backendType="nfs", nfsPath="/x", nfsServer="s"),
+            "spec.backendSpecs.nfsServer: must be set together with nfsServerPath",
+        ),
+        (
+            caffe2job({"WORKER": 1}, backendType="redis", redisHost="r", nfsPath="/x"),
+            "spec.backendSpecs: nfsPath and nfsServer only apply to backendType nfs",
+        ),
+        (
+            caffe2job({"WORKER": 1}, backendType="redis", redisHost="r", redisPort=0),
+            "spec.backendSpecs.redisPort: must be an integer from 1 to 65535",
+        ),
+        (
+            caffe2job({"WORKER": 1}, backendType="nfs", nfsPath="relative/dir"),
+            "spec.backendSpecs.nfsPath: must be an absolute path",
+        ),
+    ],
+)
+def test_invalid_specs_name_the_problem(job: dict[str, Any], message: str) -> None:
+    assert message in _invalid(job)
+
+
+def test_every_shard_needs_a_caffe2_container() -> None:
+    job = seed("caffe2job-redis-in-master.yaml")
+    job["spec"]["replicaSpecs"][1]["template"]["spec"]["containers"][0]["name"] = "trainer"
+    message = _invalid(job)
+    assert 'spec.replicaSpecs[1].template.spec.containers: no container named "caffe2"' in message
+
+
+def test_malformed_fields_never_raise() -> None:
+    job = seed("caffe2job-redis-in-master.yaml")
+    job["spec"]["backendSpecs"]["redisPort"] = 6380
+    job["spec"]["replicaSpecs"][1]["template"]["spec"]["hostNetwork"] = True
+    count = 0
+    for mutated in mutations(job):
+        check(reconcile(mutated, Observed(), CONFIG, NOW), mutated)
+        count += 1
+    assert count > 300
+    for mutated in mutations(seed("caffe2job-nfs.yaml")):
+        check(reconcile(mutated, Observed(), CONFIG, NOW), mutated)
+
+
+def test_malformed_fields_of_a_running_job_never_raise() -> None:
+    world = running(seed("caffe2job-redis-in-master.yaml"))
+    observed = world.observed()
+    job = world.job
+    for mutated in mutations({"metadata": job["metadata"], "spec": job["spec"]}):
+        check(reconcile(job | mutated, observed, CONFIG, NOW), job | mutated)

@@ -1,0 +1,407 @@
+"""PaddleJob: EDL's example job, its variables, scaling, outcome and validation.
+
+Expected values are written from EDL's job parser and the documented
+choices in dlk8s.kinds.paddlejob, never copied from an output.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from dlk8s.actions import Create, Event, Patch
+from dlk8s.config import parse_config
+from dlk8s.reconcile import Result
+
+from .test_reconcile import World, creates, deletes, events
+
+CONFIG = parse_config({})
+UID = "0c1d2e3f-0000-4000-8000-0000000000aa"
+
+
+def edl_example(**spec: Any) -> dict[str, Any]:
+    """EDL's example training job (examples/paddlejob-edl.yaml)."""
+    job: dict[str, Any] = {
+        "apiVersion": "dlk8s.io/v1alpha1",
+        "kind": "PaddleJob",
+        "metadata": {"name": "example", "namespace": "ns", "uid": UID, "generation": 1},
+        "spec": {
+            "image": "yancey1989/edl-tutorial",
+            "port": 7164,
+            "portsNum": 1,
+            "portsNumForSparse": 1,
+            "faultTolerant": True,
+            "trainer": {
+                "entrypoint": "python /workspace/train_ft.py",
+                "workspace": "/workspace",
+                "passes": 50,
+                "minInstance": 2,
+                "maxInstance": 6,
+                "resources": {
+                    "limits": {"cpu": "200m", "memory": "200Mi"},
+                    "requests": {"cpu": "200m", "memory": "200Mi"},
+                },
+            },
+            "pserver": {
+                "minInstance": 2,
+                "maxInstance": 2,
+                "resources": {
+                    "limits": {"cpu": "800m", "memory": "1Gi"},
+                    "requests": {"cpu": "500m", "memory": "600Mi"},
+                },
+            },
+        },
+    }
+    job["spec"].update(spec)
+    return job
+
+
+@dataclass
+class PaddleWorld(World):
+    """The reconcile test world, plus merge patches of pod annotations."""
+
+    def apply(self, result: Result, graceful: bool = False) -> None:
+        super().apply(result, graceful)
+        for action in result.actions:
+            if isinstance(action, Patch) and action.kind == "Pod":
+                pod = self.children.get(("Pod", action.name))
+                meta = action.patch["metadata"]
+                if pod is None or pod["metadata"]["uid"] != meta["uid"]:
+                    continue
+                pod["metadata"].setdefault("annotations", {}).update(meta["annotations"])
+
+    def scale(self, count: object, reason: str | None = None) -> None:
+        annotations = self.job["metadata"].setdefault("annotations", {})
+        annotations["dlk8s.io/trainers"] = str(count)
+        if reason is not None:
+            annotations["dlk8s.io/trainers-reason"] = reason
+
+    def exit(self, name: str, code: int, at: Any = None, container: str = "paddle") -> None:
+        super().exit(name, code, at, container)
+
+
+def running(job: dict[str, Any] | None = None) -> PaddleWorld:
+    world = PaddleWorld(job or edl_example(), config=CONFIG)
+    world.settle()
+    world.run()
+    world.settle()
+    return world
+
+
+def env(pod: dict[str, Any]) -> dict[str, Any]:
+    container = next(c for c in pod["spec"]["containers"] if c["name"] == "paddle")
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def created_pods(result: Result) -> dict[str, dict[str, Any]]:
+    return {
+        a.obj["metadata"]["name"]: a.obj
+        for a in result.actions
+        if isinstance(a, Create) and a.obj["kind"] == "Pod"
+    }
+
+
+def trainers(world: World) -> list[str]:
+    return [p for p in world.pods() if "-trainer-" in p]
+
+
+# --- EDL's example ----------------------------------------------------------------
+
+
+def test_edl_example_makes_a_master_two_pservers_and_min_trainers() -> None:
+    result = PaddleWorld(edl_example(), config=CONFIG).reconcile()
+    pods = [
+        "example-master-0",
+        "example-pserver-0",
+        "example-pserver-1",
+        "example-trainer-0",
+        "example-trainer-1",
+    ]
+    assert creates(result, "Pod") == pods
+    assert creates(result, "Service") == pods
+    assert result.status["trainers"] == 2
+    statuses = [s["replicaType"] for s in result.status["replicaStatuses"]]
+    assert statuses == ["MASTER", "PSERVER", "TRAINER"]
+
+
+def test_edl_example_trainer_variables() -> None:
+    pods = created_pods(PaddleWorld(edl_example(), config=CONFIG).reconcile())
+    downward = {
+        "NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+        "POD_IP": {"fieldRef": {"fieldPath": "status.podIP"}},
+    }
+    expected = {
+        "PADDLE_JOB_NAME": "example",
+        "TRAINERS": "2",
+        "PSERVERS": "2",
+        "ENTRY": "python /workspace/train_ft.py",
+        "TRAINER_PACKAGE": "/workspace",
+        "PADDLE_INIT_PORT": "7164",
+        "PADDLE_INIT_PORTS_NUM": "1",
+        "PADDLE_INIT_PORTS_NUM_FOR_SPARSE": "1",
+        "PADDLE_INIT_NUM_GRADIENT_SERVERS": "2",
+        "PADDLE_INIT_NUM_PASSES": "50",
+        # 200m of CPU: EDL truncated to 0 threads; at least one.
+        "PADDLE_INIT_TRAINER_COUNT": "1",
+        "PADDLE_INIT_USE_GPU": "0",
+        "DLK8S_TRAINERS_FILE": "/etc/dlk8s/trainers",
+        **downward,
+    }
+    for name in ("example-trainer-0", "example-trainer-1", "example-pserver-0", "example-master-0"):
+        assert env(pods[name]) == expected, name
+
+
+def test_edl_example_pods_look_like_edls() -> None:
+    pods = created_pods(PaddleWorld(edl_example(), config=CONFIG).reconcile())
+    trainer = pods["example-trainer-0"]
+    container = trainer["spec"]["containers"][0]
+    assert container["name"] == "paddle"
+    assert container["image"] == "yancey1989/edl-tutorial"
+    assert container["command"] == ["paddle_k8s", "start_new_trainer"]
+    assert [p["containerPort"] for p in container["ports"]] == [7164, 7165]
+    assert container["resources"] == {
+        "limits": {"cpu": "200m", "memory": "200Mi"},
+        "requests": {"cpu": "200m", "memory": "200Mi"},
+    }
+    assert trainer["metadata"]["labels"]["paddle-job"] == "example"
+    assert trainer["spec"]["restartPolicy"] == "Never"
+
+    pserver = pods["example-pserver-1"]
+    assert pserver["spec"]["containers"][0]["command"] == ["paddle_k8s", "start_new_pserver"]
+    assert pserver["spec"]["containers"][0]["resources"] == {
+        "limits": {"cpu": "800m", "memory": "1Gi"},
+        "requests": {"cpu": "500m", "memory": "600Mi"},
+    }
+    assert pserver["metadata"]["labels"]["paddle-job-pserver"] == "example"
+
+    master = pods["example-master-0"]
+    names = [c["name"] for c in master["spec"]["containers"]]
+    assert names == ["paddle", "etcd"]
+    assert master["spec"]["containers"][0]["command"] == ["paddle_k8s", "start_master"]
+    # EDL's master resources when the job names none.
+    assert master["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "1", "memory": "500Mi"},
+        "limits": {"cpu": "2", "memory": "1Gi"},
+    }
+    assert master["metadata"]["labels"]["paddle-job-master"] == "example"
+
+
+def test_a_job_that_is_not_fault_tolerant_has_no_master() -> None:
+    fixed = {"entrypoint": "python train.py", "minInstance": 3, "maxInstance": 3}
+    result = PaddleWorld(edl_example(faultTolerant=False, trainer=fixed), config=CONFIG).reconcile()
+    assert creates(result, "Pod") == [
+        "example-pserver-0",
+        "example-pserver-1",
+        "example-trainer-0",
+        "example-trainer-1",
+        "example-trainer-2",
+    ]
+    pods = created_pods(result)
+    assert pods["example-trainer-0"]["spec"]["containers"][0]["command"] == [
+        "paddle_k8s",
+        "start_trainer",
+        "v2",
+    ]
+    assert env(pods["example-trainer-2"])["TRAINER_PACKAGE"] == ""
+
+
+def test_gpu_trainers_use_gpus_and_count_them() -> None:
+    trainer = edl_example()["spec"]["trainer"] | {
+        "resources": {"limits": {"nvidia.com/gpu": 2, "cpu": "4"}},
+    }
+    pods = created_pods(PaddleWorld(edl_example(trainer=trainer), config=CONFIG).reconcile())
+    assert env(pods["example-trainer-0"])["PADDLE_INIT_USE_GPU"] == "1"
+    assert env(pods["example-trainer-0"])["PADDLE_INIT_TRAINER_COUNT"] == "2"
+    cpu_only = edl_example()["spec"]["trainer"] | {"resources": {"requests": {"cpu": "2500m"}}}
+    pods = created_pods(PaddleWorld(edl_example(trainer=cpu_only), config=CONFIG).reconcile())
+    assert env(pods["example-trainer-0"])["PADDLE_INIT_TRAINER_COUNT"] == "2"
+
+
+def test_every_pod_sees_the_live_count_through_a_downward_api_file() -> None:
+    pods = created_pods(PaddleWorld(edl_example(), config=CONFIG).reconcile())
+    for pod in pods.values():
+        assert pod["metadata"]["annotations"]["dlk8s.io/trainers"] == "2"
+        volume = next(v for v in pod["spec"]["volumes"] if v["name"] == "dlk8s-trainers")
+        item = volume["downwardAPI"]["items"][0]
+        assert item["path"] == "trainers"
+        assert item["fieldRef"]["fieldPath"] == "metadata.annotations['dlk8s.io/trainers']"
+        mount = pod["spec"]["containers"][0]["volumeMounts"][0]
+        assert (mount["name"], mount["mountPath"]) == ("dlk8s-trainers", "/etc/dlk8s")
+
+
+# --- scaling ----------------------------------------------------------------------
+
+
+def test_scaling_up_adds_the_next_indices_and_updates_every_pod_in_place() -> None:
+    world = running()
+    uids = {name: world.pod(name)["metadata"]["uid"] for name in world.pods()}
+    world.scale(4, "4: room on the nodes")
+    result = world.step()
+    assert creates(result, "Pod") == ["example-trainer-2", "example-trainer-3"]
+    assert deletes(result) == []
+    patched = sorted(a.name for a in result.actions if isinstance(a, Patch))
+    assert patched == sorted(uids)  # every existing pod, none recreated
+    assert ("Normal", "TrainersScaled") in events(result)
+    assert result.status["trainers"] == 4
+    assert result.status["lastScaleReason"] == "Scaled from 2 to 4 trainers: room on the nodes"
+    world.run()
+    world.settle()
+    for name, uid in uids.items():
+        assert world.pod(name)["metadata"]["uid"] == uid
+        assert world.pod(name)["metadata"]["annotations"]["dlk8s.io/trainers"] == "4"
+    # New trainers start with the count they were created at.
+    assert env(world.pod("example-trainer-3"))["TRAINERS"] == "4"
+    assert env(world.pod("example-trainer-0"))["TRAINERS"] == "2"
+
+
+def test_scaling_down_removes_the_highest_indices_and_is_no_restart() -> None:
+    world = running()
+    world.scale(6)
+    world.settle()
+    world.run()
+    world.settle()
+    assert trainers(world) == [f"example-trainer-{i}" for i in range(6)]
+    world.scale(3)
+    result = world.step()
+    assert deletes(result, "Pod") == ["example-trainer-3", "example-trainer-4", "example-trainer-5"]
+    assert deletes(result, "Service") == [
+        "example-trainer-3",
+        "example-trainer-4",
+        "example-trainer-5",
+    ]
+    world.settle()
+    assert trainers(world) == ["example-trainer-0", "example-trainer-1", "example-trainer-2"]
+    assert world.job["status"]["restartCount"] == 0
+    assert world.job["status"]["trainers"] == 3
+    assert world.job["status"]["phase"] == "Running"
+    assert all(r[1] != "Recreating" for r in events(world.reconcile()))
+
+
+def test_the_count_stays_within_min_and_max_and_pservers_never_scale() -> None:
+    world = running()
+    for asked, expected in (("100", 6), ("1", 2), ("0", 2), ("lots", 2), ("-3", 2), ("5", 5)):
+        world.scale(asked)
+        world.settle()
+        world.run()
+        world.settle()
+        assert len(trainers(world)) == expected, asked
+        assert world.job["status"]["trainers"] == expected
+        assert [p for p in world.pods() if "-pserver-" in p] == [
+            "example-pserver-0",
+            "example-pserver-1",
+        ]
+
+
+def test_a_stale_reason_is_not_reported() -> None:
+    world = running()
+    world.scale(6, "4: room for four")  # the reason explains another count
+    result = world.step()
+    assert "room for four" not in result.status["lastScaleReason"]
+
+
+# --- outcome ------------------------------------------------------------------------
+
+
+def test_the_job_succeeds_when_every_trainer_has_exited_zero() -> None:
+    world = running()
+    world.exit("example-trainer-0", 0)
+    world.settle()
+    assert world.job["status"]["state"] == "Running"
+    assert world.job["status"]["phase"] == "Running"
+    world.exit("example-trainer-1", 0)
+    world.settle()
+    assert world.job["status"]["state"] == "Succeeded"
+    # cleanPodPolicy Running: master and pservers are stopped.
+    assert [p for p in world.pods() if "trainer" not in p] == []
+
+
+def test_a_failed_trainer_fails_a_job_that_is_not_fault_tolerant() -> None:
+    fixed = edl_example()["spec"]["trainer"] | {"minInstance": 2, "maxInstance": 2}
+    world = running(edl_example(faultTolerant=False, trainer=fixed))
+    world.exit("example-trainer-1", 1)
+    world.settle()
+    assert world.job["status"]["state"] == "Failed"
+
+
+def test_a_failed_trainer_of_a_fault_tolerant_job_is_recreated() -> None:
+    world = running()
+    world.exit("example-trainer-1", 1)
+    world.step()
+    assert world.job["status"]["state"] == "Running"
+    world.later(60)  # past the restart back-off
+    result = world.step()
+    assert world.job["status"]["state"] == "Running"
+    assert deletes(result, "Pod") == ["example-trainer-1"]
+    assert creates(world.step(), "Pod") == ["example-trainer-1"]
+
+
+# --- validation and malformed input ----------------------------------------------------
+
+
+def invalid_reason(job: dict[str, Any]) -> tuple[str, str]:
+    status = PaddleWorld(job, config=CONFIG).reconcile().status
+    return status["state"], status.get("reason", "")
+
+
+def test_an_elastic_job_must_be_fault_tolerant() -> None:
+    assert invalid_reason(edl_example(faultTolerant=False)) == ("Failed", "InvalidSpec")
+
+
+def test_invalid_specs_fail_with_invalid_spec() -> None:
+    cases = [
+        {"pserver": {"minInstance": 2, "maxInstance": 3}},
+        {"trainer": {"entrypoint": "x", "minInstance": 4, "maxInstance": 2}},
+        {"trainer": {"minInstance": 1, "maxInstance": 2}},
+        {"image": ""},
+        {"port": 65535, "portsNum": 2},
+        {"portsNum": 0},
+        {
+            "trainer": edl_example()["spec"]["trainer"]
+            | {"resources": {"requests": {"cpu": "200x"}}}
+        },
+    ]
+    for spec in cases:
+        assert invalid_reason(edl_example(**spec)) == ("Failed", "InvalidSpec"), spec
+    assert invalid_reason(edl_example())[0] == "Running"
+
+
+JUNK: list[Any] = [None, 0, -1, True, "x", "", [], {}, [None], {"a": 1}, 2.5, "7"]
+
+
+def _mutate(job: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    job = copy.deepcopy(job)
+    for _ in range(rng.randint(1, 3)):
+        target: Any = job
+        while True:
+            if not isinstance(target, dict) or not target:
+                break
+            key = rng.choice(list(target))
+            if isinstance(target[key], dict) and rng.random() < 0.75:
+                target = target[key]
+                continue
+            target[key] = rng.choice(JUNK)
+            break
+    return job
+
+
+def test_malformed_jobs_and_pods_never_raise() -> None:
+    rng = random.Random(11)
+    base = running()
+    for _ in range(600):
+        job = _mutate(base.job, rng)
+        pods = [_mutate(base.pod(p), rng) for p in base.pods()]
+        world = PaddleWorld(job, config=CONFIG)
+        for pod in pods:
+            name = (
+                pod.get("metadata", {}).get("name")
+                if isinstance(pod.get("metadata"), dict)
+                else None
+            )
+            world.children[("Pod", str(name))] = pod
+        result = world.reconcile()
+        internal = [
+            a for a in result.actions if isinstance(a, Event) and a.reason == "InternalError"
+        ]
+        assert internal == [], internal
