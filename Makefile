@@ -34,8 +34,8 @@ $(VENV)/.installed: pyproject.toml tools/versions.env
 
 .PHONY: lint
 lint: tools chart-lint ## ruff, mypy, helm lint (3 and 4), ct lint, yamllint
-	$(VENV_BIN)/ruff check hooks tests
-	$(VENV_BIN)/ruff format --check hooks tests
+	$(VENV_BIN)/ruff check hooks tests bench
+	$(VENV_BIN)/ruff format --check hooks tests bench
 	$(VENV_BIN)/mypy
 
 .PHONY: unit

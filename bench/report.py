@@ -110,6 +110,7 @@ def burst_table(title: str, res: dict[str, Any]) -> list[str]:
     row("every pod Running (kwok), total", "total_pods_running_s")
     row("submission of all jobs", "submit_seconds", ratio=False)
     op_row("operator CPU seconds", "cpu_seconds")
+    op_row("operator reconcile passes", "reconciles")
     op_row("operator peak RSS (MiB)", "peak_rss_mb")
     lines.append(
         "| operator's requests | "
@@ -123,6 +124,18 @@ def burst_table(title: str, res: dict[str, Any]) -> list[str]:
     text_row("apiserver requests by verb", "apiserver_requests_by_verb")
     text_row("control-plane CPU seconds", "control_plane_cpu_seconds")
     row("other processes' CPU seconds ²", "other_cpu_seconds", ratio=False)
+    repeats = res.get("repeats")
+    if repeats:
+        lines += [
+            "",
+            f"Each column is the median of {len(repeats['operator'])} runs (by all pods"
+            " created); every run's all-pods-created time: "
+            + "; ".join(
+                f"{name} {', '.join(_fmt(r['total_created_s']) for r in rs)}"
+                for name, rs in repeats.items()
+            )
+            + ".",
+        ]
     lines += [
         "",
         "¹ operator: the TFJob's status.phase turns Running (observed by a watch);"

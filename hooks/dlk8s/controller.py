@@ -250,10 +250,7 @@ class Controller:
         self._execute(job, result.actions)
         requeue = result.requeue_after
         if result.status != job.get("status"):
-            created = any(isinstance(a, Create) for a in result.actions) and not any(
-                isinstance(a, Delete | DeleteJob) for a in result.actions
-            )
-            hold = self.status_writes.hold(uid, job.get("status"), result.status, created)
+            hold = self.status_writes.hold(uid, job.get("status"), result.status)
             if hold:  # see dlk8s.statuswrites: a later pass writes it
                 requeue = hold if requeue is None else min(requeue, hold)
             else:

@@ -3,12 +3,9 @@
 A status write is the most expensive request the operator makes (the API
 server validates the whole object and tracks its managed fields, and every
 watcher of the jobs gets it), and a job whose pods are being created and
-started changes its status many times in a second. Two kinds of write are
+started changes its status many times in a second. One kind of write is
 held back; everything else is written at once:
 
-- The status of a pass that created children (and deleted nothing) describes
-  the world before those creates: the pass that observes them comes right
-  after (the expectations hold the job until then) and writes what is true.
 - A change of pod counts only (replicaStatuses' counts by phase, with the
   same number of pods per replica, the same phase, conditions and all other
   fields) waits up to `batch` seconds from the pass that first held it, so
@@ -44,13 +41,16 @@ class StatusWrites:
         self._lock = threading.Lock()
         self._held: dict[str, float] = {}  # job uid -> since when a count change waits
 
-    def hold(self, uid: str, old: object, new: dict[str, Any], created: bool) -> float:
-        """Seconds to hold this write back (0: write now)."""
+    def hold(self, uid: str, old: object, new: dict[str, Any]) -> float:
+        """Seconds to hold this write back (0: write now).
+
+        The status of a pass that created pods is never held, though the next
+        pass rewrites it: it carries the restarts that pass counted, and the
+        pass after compares pod totals against it. Holding it back made
+        recreated pods count twice (seen for 1 in 6 deleted pods).
+        """
         if new.get("state") != State.RUNNING:
             return 0.0
-        if created:
-            # Requeued by the watch events of the creates; this is a fallback.
-            return self._batch
         if not counts_only(old, new):
             return 0.0
         now = self._clock()

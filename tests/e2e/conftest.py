@@ -61,3 +61,13 @@ def operator(install: Install) -> Iterator[OperatorProcess]:
         yield process
     finally:
         process.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    report = outcome.get_result()
+    operator = getattr(item, "funcargs", {}).get("operator")
+    if report.when == "call" and report.failed and isinstance(operator, OperatorProcess):
+        # What the operator did is most of what a failed end-to-end test needs.
+        report.sections.append(("operator log (tail)", operator.tail(6000)))

@@ -1,4 +1,4 @@
-"""Which status writes wait: those of passes that created, and changes of counts only."""
+"""Which status writes wait: changes of pod counts only, for at most a batch window."""
 
 from __future__ import annotations
 
@@ -45,23 +45,18 @@ def test_a_change_of_counts_waits_for_the_batch_window_from_when_it_was_first_he
     writes = StatusWrites(batch=1.0, clock=clock)
     old = status([{"Running": 1}, {"Pending": 2}])
     new = status([{"Running": 1}, {"Pending": 1, "Running": 1}])
-    assert writes.hold("uid", old, new, created=False) == 1.0
+    assert writes.hold("uid", old, new) == 1.0
     clock.now += 0.4
-    assert writes.hold("uid", old, new, created=False) == pytest.approx(0.6)
+    assert writes.hold("uid", old, new) == pytest.approx(0.6)
     clock.now += 0.6
-    assert writes.hold("uid", old, new, created=False) == 0.0
+    assert writes.hold("uid", old, new) == 0.0
     writes.written("uid")
-    assert writes.hold("uid", old, new, created=False) == 1.0  # a new window
+    assert writes.hold("uid", old, new) == 1.0  # a new window
 
 
 def test_other_changes_are_written_at_once() -> None:
     writes = StatusWrites(batch=1.0, clock=Clock())
     old = status([{"Running": 1}, {"Pending": 2}], phase="Creating")
-    assert writes.hold("uid", old, status([{"Running": 1}, {"Running": 2}]), False) == 0.0
+    assert writes.hold("uid", old, status([{"Running": 1}, {"Running": 2}])) == 0.0
     finished = status([{"Succeeded": 1}, {"Running": 2}], phase="CleanUp", state="Succeeded")
-    assert writes.hold("uid", old, finished, created=True) == 0.0
-
-
-def test_the_status_of_a_pass_that_created_waits_for_the_pass_that_sees_it() -> None:
-    writes = StatusWrites(batch=1.0, clock=Clock())
-    assert writes.hold("uid", {}, status([{}, {}], phase="Creating"), created=True) == 1.0
+    assert writes.hold("uid", old, finished) == 0.0
