@@ -61,10 +61,14 @@ def finish_masters(cluster: LocalCluster, after: str, stop: threading.Event) -> 
                 )  # fmt: skip
 
 
-def job_states(cluster: LocalCluster) -> dict[str, str]:
+def job_states(cluster: LocalCluster) -> dict[str, tuple[str, str]]:
+    """(state, phase) by job: done means Succeeded and cleaned up (Done)."""
     out = cluster.kubectl("get", "tfjobs", "-n", JOBS_NAMESPACE, "-o", "json")
     return {
-        job["metadata"]["name"]: (job.get("status") or {}).get("state", "")
+        job["metadata"]["name"]: (
+            (job.get("status") or {}).get("state", ""),
+            (job.get("status") or {}).get("phase", ""),
+        )
         for job in json.loads(out.stdout)["items"]
     }
 
@@ -73,12 +77,14 @@ def watch_until_done(cluster: LocalCluster, names: set[str], timeout: float) -> 
     deadline = time.monotonic() + timeout
     shown = ""
     while time.monotonic() < deadline:
+        # States first: Done is final, so the table read after them shows
+        # every job at least as far along.
+        states = job_states(cluster)
         table = cluster.kubectl("get", "tfjobs", "-n", JOBS_NAMESPACE).stdout
         if table != shown:
             print(table, flush=True)
             shown = table
-        states = job_states(cluster)
-        if names <= states.keys() and all(states[n] == "Succeeded" for n in names):
+        if names <= states.keys() and all(states[n] == ("Succeeded", "Done") for n in names):
             return True
         time.sleep(1)
     return False
