@@ -89,14 +89,16 @@ def test_seed_example_makes_pods_services_variables_and_labels(
         )
         assert pod["spec"]["restartPolicy"] == "Never"
 
+    expected = {"SCHEDULER": {"Running": 1}, "SERVER": {"Running": 1}, "WORKER": {"Running": 1}}
+
+    def counts() -> dict[str, Any]:
+        status = job_status(cluster, namespace, "MXJob", "mx-test-dist")
+        return {r["replicaType"]: r["replicasStates"] for r in status.get("replicaStatuses", [])}
+
+    # Pod-count changes alone are written at most once a second (statuswrites).
+    wait_until(lambda: counts() == expected, timeout=10, what=f"replicaStatuses {expected}")
     status = wait_for_state(cluster, namespace, "MXJob", "mx-test-dist", "Running")
     assert status["phase"] == "Running"
-    counts = {r["replicaType"]: r["replicasStates"] for r in status["replicaStatuses"]}
-    assert counts == {
-        "SCHEDULER": {"Running": 1},
-        "SERVER": {"Running": 1},
-        "WORKER": {"Running": 1},
-    }
 
 
 def test_gpu_example_gets_the_driver_on_its_worker(cluster: LocalCluster, namespace: str) -> None:
