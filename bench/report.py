@@ -169,7 +169,7 @@ def rest_table(res: dict[str, Any]) -> list[str]:
         f"{_verbs(res['apiserver_requests_per_minute_by_verb'])} |",
         f"| at rest: the same without the operator | "
         f"{_verbs(res['apiserver_requests_per_minute_without_operator'])} |",
-        f"| at rest: difference by verb and resource (per minute) | "
+        f"| at rest: the difference, for what the operator could ask (per minute) | "
         f"{_verbs(res['apiserver_extra_requests_per_minute_with_operator'])} |",
         f"| operator CPU seconds (start-up + window) | {_fmt(res['operator']['cpu_seconds'])} |",
         f"| operator peak RSS (MiB) | {_fmt(res['operator']['peak_rss_mb'])} |",
@@ -193,6 +193,18 @@ def profile_table(run: dict[str, Any]) -> list[str]:
         "| inclusive | self | function |",
         "|---:|---:|---|",
     ]
+    costs = profile.get("costs") or []
+    if costs:
+        lines[-3:-3] = [
+            "Where the samples go (each sample counted once, by the first of these on its stack):",
+            "",
+            "| share | cost |",
+            "|---:|---|",
+            *(f"| {c['share']:.1%} | {c['cost']} |" for c in costs),
+            "",
+            "The functions:",
+            "",
+        ]
     for item in profile["top"]:
         lines.append(f"| {item['inclusive']:.1%} | {item['self']:.1%} | `{item['function']}` |")
     threads = profile.get("thread_cpu") or {}
@@ -216,7 +228,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"{meta['date']}, {meta['git']}, {meta['cpus']} CPUs, kwok nodes {meta['nodes']},"
         f" operator workers {meta['workers']}, API parallelism {meta['api_parallelism']}"
         f" (operator and ceiling), jobs submitted {meta['submit_parallelism']} at a time."
-        f" `make bench` took {meta.get('wall_seconds', 0):.0f} s."
+        f" The run took {meta.get('wall_seconds', 0):.0f} s."
         + (f" {meta['label']}" if meta.get("label") else ""),
         "",
     ]
@@ -248,6 +260,7 @@ def summarize_speedscope(path: Path, top: int = 25) -> dict[str, Any]:
 
     inclusive: Counter[str] = Counter()
     own: Counter[str] = Counter()
+    costs: Counter[str] = Counter()
     total = 0
     for prof in data["profiles"]:
         for stack, weight in zip(prof["samples"], prof["weights"], strict=False):
@@ -257,6 +270,7 @@ def summarize_speedscope(path: Path, top: int = 25) -> dict[str, Any]:
             own[label(stack[-1])] += weight
             for name in {label(i) for i in stack}:
                 inclusive[name] += weight
+            costs[category({frames[i]["name"] for i in stack})] += weight
     boring = {"Thread._bootstrap", "Thread._bootstrap_inner", "Thread.run", "_worker"}
     boring |= {"_WorkItem.run", "SharedInformer._run_loop", "Controller._work"}
     ranked = [
@@ -268,7 +282,33 @@ def summarize_speedscope(path: Path, top: int = 25) -> dict[str, Any]:
         {"function": name, "inclusive": inclusive[name] / total, "self": n / total}
         for name, n in own.most_common(top)
     ]
-    return {"seconds": total, "top": ranked[:top], "top_self": top_self}
+    return {
+        "seconds": total,
+        "costs": [{"cost": name, "share": n / total} for name, n in costs.most_common()],
+        "top": ranked[:top],
+        "top_self": top_self,
+    }
+
+
+# What a sample is spent on: the first of these frames on its stack decides.
+CATEGORIES = (
+    ("Controller._write_status", "status writes (PUT .../status: encode, HTTPS, decode)"),
+    ("Controller._send_event", "events (POST events)"),
+    ("Controller._apply", "creates and deletes (POST pods and services: encode, HTTPS, decode)"),
+    ("reconcile", "reconcile: the pure function (match pods, build pods, status)"),
+    ("Watch.unmarshal_event", "watch events: JSON decoding"),
+    ("SharedInformer._fire", "watch events: handlers (caches, child index, queue)"),
+    ("Watch.stream", "watch events: reading the stream (TLS, chunked HTTP)"),
+    ("SharedInformer._initial_list", "lists"),
+    ("AutoscalerLoop._run", "autoscaler passes"),
+)
+
+
+def category(names: set[str]) -> str:
+    for marker, name in CATEGORIES:
+        if marker in names:
+            return name
+    return "other (work queue, metrics, HTTP server, start-up)"
 
 
 HANDLERS = {
