@@ -297,6 +297,7 @@ CATEGORIES = (
     ("Controller._apply", "creates and deletes (POST pods and services: encode, HTTPS, decode)"),
     ("reconcile", "reconcile: the pure function (match pods, build pods, status)"),
     ("Watch.unmarshal_event", "watch events: JSON decoding"),
+    ("_Watch.unmarshal_event", "watch events: JSON decoding"),
     ("SharedInformer._fire", "watch events: handlers (caches, child index, queue)"),
     ("Watch.stream", "watch events: reading the stream (TLS, chunked HTTP)"),
     ("SharedInformer._initial_list", "lists"),

@@ -39,7 +39,7 @@ from dlk8s.autoscaler import (
     pod_from_manifest,
 )
 from dlk8s.kinds.paddlejob import ANNOTATION_TRAINERS, ANNOTATION_TRAINERS_REASON, KIND
-from dlk8s.kube import ApiError, Kube, Resource, register, resource_for
+from dlk8s.kube import ApiError, Kube, Resource, has_synced, register, resource_for
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class AutoscalerLoop:
             informer._stop_event.set()
 
     def _synced(self) -> bool:
-        return all(i._list_func.synced.is_set() for i in (self._nodes, self._pods))
+        return all(has_synced(i) for i in (self._nodes, self._pods))
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -24,9 +24,8 @@ from dlk8s.api import API_VERSION, LABEL_JOB_NAME, Observed
 from dlk8s.config import ControllerConfig
 from dlk8s.expectations import Change, Expectations
 from dlk8s.kinds import KINDS
-from dlk8s.kube import ApiError, Kube, Resource, register, resource_for
+from dlk8s.kube import ApiError, Kube, Resource, register, resource_for, wait_synced
 from dlk8s.reconcile import reconcile
-from dlk8s.statuswrites import StatusWrites
 from dlk8s.workqueue import ShutDownError, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -107,9 +106,6 @@ class Controller:
         self.queue = WorkQueue()
         self.children = ChildIndex()
         self.expectations = Expectations()
-        # Batching off: with it on, a recreated pod was still seen counted twice
-        # now and then (tests/e2e/test_tfjob.py backoff test); see statuswrites.
-        self.status_writes = StatusWrites(batch=0.0)
         self._pool = ThreadPoolExecutor(max_workers=api_parallelism, thread_name_prefix="api")
         self._job_informers = {
             kind: kube.informer(res, self.namespace) for kind, res in JOB_RESOURCES.items()
@@ -146,7 +142,6 @@ class Controller:
     def _on_job_deleted(self, obj: dict[str, Any]) -> None:
         uid = obj.get("metadata", {}).get("uid", "")
         self.expectations.forget(uid)
-        self.status_writes.forget(uid)
         with self._written_lock:
             self._written.pop(uid, None)
 
@@ -170,7 +165,7 @@ class Controller:
         for informer in informers:
             informer.start()
         for informer in informers:
-            while not informer._list_func.synced.wait(timeout=1):
+            while not wait_synced(informer, timeout=1):
                 log.info("waiting for caches to sync")
         for i in range(self.workers):
             thread = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
@@ -250,15 +245,10 @@ class Controller:
             return wait
         result = reconcile(job, self.children.observed(uid), self.config, self.clock())
         self._execute(job, result.actions)
-        requeue = result.requeue_after
         if result.status != job.get("status"):
-            hold = self.status_writes.hold(uid, job.get("status"), result.status)
-            if hold:  # see dlk8s.statuswrites: a later pass writes it
-                requeue = hold if requeue is None else min(requeue, hold)
-            else:
-                self._write_status(job, result.status)
+            self._write_status(job, result.status)
         metrics.RECONCILE_SECONDS.labels(key[0]).observe(time.monotonic() - started)
-        return requeue
+        return result.requeue_after
 
     # -- carrying out actions --------------------------------------------------------
 
@@ -317,7 +307,6 @@ class Controller:
 
     def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> None:
         updated = self.kube.replace_status({**job, "status": status})
-        self.status_writes.written(job["metadata"]["uid"])
         with self._written_lock:
             self._written[job["metadata"]["uid"]] = updated
         log.info(

@@ -3,12 +3,14 @@
 Requests go through the official client's ApiClient (auth, TLS, token refresh)
 but skip its typed models: objects travel as the JSON the API server sends,
 which is what the pure reconcilers take, and decoding them into models and
-back would be most of the operator's CPU at scale.
+back would be most of the operator's CPU at scale. For the same reason JSON
+is encoded and decoded with orjson, on requests and on watch streams alike:
+under a burst of jobs, decoding watch events and encoding creates were the
+operator's largest costs (bench/results: the profile of scenario 1).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -17,8 +19,11 @@ from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
+import orjson
+import urllib3
 from kubernetes import client, config
 from kubernetes.informer import ADDED, BOOKMARK, DELETED, MODIFIED, SharedInformer
+from kubernetes.informer import informer as informer_module
 from kubernetes.informer.cache import ObjectCache
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
@@ -124,25 +129,29 @@ class Kube:
         resource: str = "",
     ) -> Any:
         """One API call. Returns the decoded JSON, or the live response when streaming."""
-        headers = {"Accept": JSON, "Content-Type": content_type}
-        _, url, headers, payload, _ = self.api_client.param_serialize(
+        # The ApiClient supplies the URL and the auth headers (refreshing the
+        # token); the body goes out as bytes we encoded, on its connection pool.
+        _, url, headers, _, _ = self.api_client.param_serialize(
             method=method,
             resource_path=path,
             query_params=[(k, v) for k, v in query if v is not None],
-            header_params=headers,
-            body=body,
+            header_params={"Accept": JSON, "Content-Type": content_type},
             auth_settings=["BearerToken"],
         )
         verb = _verb(method, stream)
         metrics.API_REQUESTS.labels(verb, resource).inc()
         try:
-            resp = self.api_client.rest_client.request(
-                method, url, headers=headers, body=payload, _request_timeout=timeout
+            raw = self.api_client.rest_client.pool_manager.request(
+                method,
+                url,
+                body=None if body is None else orjson.dumps(body),
+                headers=headers,
+                timeout=_timeout(timeout),
+                preload_content=not stream,
             )
         except Exception:
             metrics.API_ERRORS.labels(verb, resource, "transport").inc()
             raise
-        raw = resp.response
         if not 200 <= raw.status <= 299:
             data = raw.data if not stream else raw.read()
             metrics.API_ERRORS.labels(verb, resource, str(raw.status)).inc()
@@ -318,6 +327,10 @@ class _ListWatch:
         self._namespace = namespace
         self._selector = label_selector
         self._field_selector = field_selector
+        # Set when the first watch opens: the informer opens it only after it
+        # has put the whole list into its cache and run every handler on it.
+        # (Set when the list returns, workers could run on a half-filled
+        # child index and take a restarted operator's pods for lost ones.)
         self.synced = threading.Event()
 
     def __call__(self, **kw: Any):  # type: ignore[no-untyped-def]
@@ -335,13 +348,13 @@ class _ListWatch:
             body = self._kube.request(
                 "GET", path, query=query, timeout=120, resource=self._resource.plural
             )
-            self.synced.set()
             return SimpleNamespace(
                 items=body.get("items") or [],
                 metadata=SimpleNamespace(
                     resource_version=body.get("metadata", {}).get("resourceVersion")
                 ),
             )
+        self.synced.set()
         # Watches are long-lived: only the connect has a timeout; the server
         # closes the stream after its own timeoutSeconds.
         return self._kube.request(
@@ -352,6 +365,17 @@ class _ListWatch:
             timeout=(10, 600),
             resource=self._resource.plural,
         )
+
+
+def has_synced(informer: SharedInformer) -> bool:
+    """Whether the informer's cache and handlers have seen its first full list."""
+    list_watch: _ListWatch = informer._list_func
+    return list_watch.synced.is_set()
+
+
+def wait_synced(informer: SharedInformer, timeout: float) -> bool:
+    list_watch: _ListWatch = informer._list_func
+    return list_watch.synced.wait(timeout)
 
 
 def _resume_from_last_event(informer: SharedInformer) -> None:
@@ -403,6 +427,35 @@ class _TransformingCache(ObjectCache):  # type: ignore[misc]
             self._objects = rebuilt
 
 
+class _Watch(informer_module.Watch):  # type: ignore[misc]
+    """The client's Watch, decoding events with orjson; we never ask it for models."""
+
+    def unmarshal_event(self, data: str, return_type: Any) -> dict[str, Any] | None:
+        if return_type:
+            return super().unmarshal_event(data, return_type)  # type: ignore[no-any-return]
+        if not data or data.isspace():
+            return None
+        try:
+            event: dict[str, Any] = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        event["raw_object"] = event["object"]
+        return event
+
+
+# SharedInformer builds its Watch by this module-level name on every
+# (re)connect and has no hook for it; every informer in the process is ours.
+informer_module.Watch = _Watch  # type: ignore[misc]
+
+
+def _timeout(timeout: float | tuple[float, float] | None) -> urllib3.Timeout | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, tuple):
+        return urllib3.Timeout(connect=timeout[0], read=timeout[1])
+    return urllib3.Timeout(total=timeout)
+
+
 def _verb(method: str, stream: bool) -> str:
     if stream:
         return "WATCH"
@@ -413,7 +466,7 @@ def _decode(data: bytes | str | None) -> dict[str, Any]:
     if not data:
         return {}
     try:
-        decoded = json.loads(data)
-    except ValueError:
+        decoded = orjson.loads(data)
+    except orjson.JSONDecodeError:
         return {"message": data.decode(errors="replace") if isinstance(data, bytes) else data}
     return decoded if isinstance(decoded, dict) else {"items": decoded}

@@ -6,7 +6,7 @@ import json
 import threading
 from typing import Any
 
-from dlk8s.kube import Kube, Resource
+from dlk8s.kube import Kube, Resource, has_synced, wait_synced
 
 
 class FakeStream:
@@ -65,3 +65,46 @@ def test_reconnects_resume_from_the_last_event_and_bookmark() -> None:
         informer._stop_event.set()
     assert kube.watches[:3] == ["10", "12", "15"]
     assert informer.cache.get_by_key("ns/a")["metadata"]["resourceVersion"] == "12"
+
+
+def test_informers_decode_watch_events_into_plain_dicts() -> None:
+    from kubernetes.informer import informer as informer_module
+
+    watch = informer_module.Watch()
+    assert type(watch).__module__ == "dlk8s.kube"  # the informers build ours
+    sent = pod_event("MODIFIED", "a", "7")
+    event = watch.unmarshal_event(json.dumps(sent), None)
+    assert event == {**sent, "raw_object": sent["object"]}
+    assert watch.unmarshal_event('{"type": "ADDED", "obj', None) is None
+    assert watch.unmarshal_event(" ", None) is None
+
+
+class ListOfMany(FakeKube):
+    """Lists 200 pods, then keeps its watch quiet."""
+
+    def request(self, method: str, path: str, *, query: Any = (), stream: bool = False, **kw: Any):  # type: ignore[no-untyped-def,override]
+        if not stream:
+            items = [pod_event("ADDED", f"p{i}", "5")["object"] for i in range(200)]
+            return {"metadata": {"resourceVersion": "5"}, "items": items}
+        self.done.wait(5)
+        return FakeStream([])
+
+
+def test_synced_means_every_listed_object_reached_the_handlers() -> None:
+    kube = ListOfMany()
+    informer = kube.informer(Resource("v1", "Pod", "pods"))
+    seen: list[str] = []
+
+    def slow_handler(obj: dict[str, Any]) -> None:
+        threading.Event().wait(0.001)  # handlers run one by one on the informer's thread
+        seen.append(obj["metadata"]["name"])
+
+    informer.add_event_handler("ADDED", slow_handler)
+    informer.start()
+    try:
+        assert wait_synced(informer, timeout=10)
+        assert has_synced(informer)
+        assert len(seen) == 200  # a controller's workers may start now
+    finally:
+        kube.done.set()
+        informer._stop_event.set()
