@@ -87,6 +87,7 @@ class AutoscalerLoop:
         self._thread: threading.Thread | None = None
         # Jobs as our own patches returned them, until the watch catches up.
         self._written: dict[str, dict[str, Any]] = {}
+        self._last_outcome: tuple[int, str] | None = None
 
     def _changed(self, _obj: object) -> None:
         self._dirty.set()
@@ -149,17 +150,22 @@ class AutoscalerLoop:
         applied = [change for change in result.changes if self._apply(change)]
         duration = time.monotonic() - started
         PASS_SECONDS.observe(duration)
-        log.info(
+        action = f"{len(applied)} change(s)" + (
+            f", {len(result.unplaceable)} pending group(s) cannot fit" if result.unplaceable else ""
+        )
+        # A pass runs on every node or pod change: only one that scaled
+        # something or ended differently from the last is worth a line.
+        outcome = (len(elastic), action)
+        level = logging.INFO if applied or outcome != self._last_outcome else logging.DEBUG
+        self._last_outcome = outcome
+        log.log(
+            level,
             "autoscaler pass",
             extra={
                 "cluster": result.cluster.as_log(),
                 "changes": [f"{c.key}: {c.old} -> {c.new}" for c in applied],
-                "action": f"{len(applied)} change(s)"
-                + (
-                    f", {len(result.unplaceable)} pending group(s) cannot fit"
-                    if result.unplaceable
-                    else ""
-                ),
+                "action": action,
+                "elasticJobs": len(elastic),
                 "duration": round(duration, 4),
             },
         )

@@ -43,6 +43,13 @@ GROUP_OF_KIND = {res.kind: group for group, res in CHILD_KINDS.items()}
 
 JobKey = tuple[str, str, str]  # kind, namespace, name
 
+# A job's pods change one by one (created, scheduled, started): their events
+# requeue the job this much later, so a burst of them costs one pass and one
+# status write instead of one each; the client-go Job controller batches its
+# pod events the same way. Events of the job itself are handled at once, and
+# every pass still writes its status whole and at once.
+CHILD_EVENT_BATCH_SECONDS = 1.0
+
 
 class ChildIndex:
     """Children grouped by the uid of the job that controls them."""
@@ -97,12 +104,14 @@ class Controller:
         workers: int = 4,
         api_parallelism: int = 32,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        child_event_batch: float = CHILD_EVENT_BATCH_SECONDS,
     ) -> None:
         self.kube = kube
         self.config = config
         self.namespace = namespace or None
         self.workers = workers
         self.clock = clock
+        self.child_event_batch = child_event_batch
         self.queue = WorkQueue()
         self.children = ChildIndex()
         self.expectations = Expectations()
@@ -153,7 +162,8 @@ class Controller:
                 seen = ("uid", meta.get("uid", "")) if event == DELETED else (group, meta["name"])
                 self.expectations.observe(owner["uid"], seen)
                 namespace = obj["metadata"].get("namespace", "")
-                self.queue.add((owner["kind"], namespace, owner["name"]))
+                key = (owner["kind"], namespace, owner["name"])
+                self.queue.add_after(key, self.child_event_batch)
 
         return handle
 

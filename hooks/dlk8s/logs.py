@@ -8,10 +8,10 @@ import sys
 import time
 
 # Fields a caller may pass through `extra=` and that end up as JSON keys.
-# "cluster" and "changes" carry the autoscaler's one line per pass.
+# "cluster", "changes" and "elasticJobs" carry the autoscaler's pass summary.
 CONTEXT_FIELDS = (
     *("job", "kind", "runtimeId", "action", "target", "error", "duration"),
-    *("cluster", "changes"),
+    *("cluster", "changes", "elasticJobs"),
 )
 
 

@@ -3,6 +3,9 @@
 - A key waiting in the queue is there once, however often it is added.
 - A key is never handed to two workers at once: added while being processed,
   it is queued again when its worker calls ``done``.
+- ``add_after`` schedules a key; a key scheduled twice keeps the earlier
+  time, and a key already queued is not scheduled again, so a burst of
+  delayed adds costs one pass.
 - ``add_rate_limited`` delays a key exponentially per consecutive failure;
   ``forget`` resets that count after a success.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 import threading
 import time
 from collections import deque
@@ -31,6 +35,7 @@ class WorkQueue:
         self._processing: set[Hashable] = set()
         self._failures: dict[Hashable, int] = {}
         self._waiting: list[tuple[float, int, Hashable]] = []
+        self._ready_at: dict[Hashable, float] = {}  # a key's live entry in _waiting
         self._seq = itertools.count()
         self._shutting_down = False
         self._timer = threading.Thread(
@@ -57,9 +62,15 @@ class WorkQueue:
             self.add(key)
             return
         with self._cond:
-            if self._shutting_down:
+            # Queued means a pass that has not started yet, which will see
+            # whatever this add is about.
+            if self._shutting_down or key in self._dirty:
                 return
-            heapq.heappush(self._waiting, (time.monotonic() + delay, next(self._seq), key))
+            ready = time.monotonic() + delay
+            if self._ready_at.get(key, math.inf) <= ready:
+                return
+            self._ready_at[key] = ready
+            heapq.heappush(self._waiting, (ready, next(self._seq), key))
             self._cond.notify_all()
 
     def add_rate_limited(self, key: Hashable) -> None:
@@ -109,7 +120,7 @@ class WorkQueue:
     def waiting(self) -> int:
         """Keys scheduled for later (timers and retries)."""
         with self._cond:
-            return len(self._waiting)
+            return len(self._ready_at)
 
     def shut_down(self) -> None:
         with self._cond:
@@ -121,7 +132,9 @@ class WorkQueue:
             while not self._shutting_down:
                 now = time.monotonic()
                 while self._waiting and self._waiting[0][0] <= now:
-                    _, _, key = heapq.heappop(self._waiting)
-                    self._add_locked(key)
+                    ready, _, key = heapq.heappop(self._waiting)
+                    if self._ready_at.get(key) == ready:  # else superseded by an earlier time
+                        del self._ready_at[key]
+                        self._add_locked(key)
                 timeout = self._waiting[0][0] - now if self._waiting else None
                 self._cond.wait(timeout)

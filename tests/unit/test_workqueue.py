@@ -106,3 +106,28 @@ def test_shut_down_releases_blocked_workers() -> None:
     queue.shut_down()
     thread.join(timeout=1)
     assert outcome == ["shut down"]
+
+
+def test_a_burst_of_delayed_adds_is_one_pass_at_the_earliest_time() -> None:
+    queue = WorkQueue()
+    began = time.monotonic()
+    queue.add_after("job", 0.3)
+    for _ in range(50):  # the events of one job's pods, within the window
+        queue.add_after("job", 0.5)
+    queue.add_after("job", 0.1)  # an earlier time wins
+    assert queue.waiting == 1
+    assert queue.get(timeout=1) == "job"
+    assert 0.095 <= time.monotonic() - began < 0.29
+    queue.done("job")
+    with pytest.raises(TimeoutError):
+        queue.get(timeout=0.5)  # the later entries were superseded
+
+
+def test_delayed_add_of_a_queued_key_is_dropped() -> None:
+    queue = WorkQueue()
+    queue.add("job")
+    queue.add_after("job", 0.05)  # the queued pass will see what this add is about
+    assert queue.waiting == 0
+    queue.done(queue.get(timeout=1))
+    with pytest.raises(TimeoutError):
+        queue.get(timeout=0.2)

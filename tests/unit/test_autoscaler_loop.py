@@ -1,0 +1,26 @@
+"""The autoscaler's log: a line for a pass that changed something, not for every pass."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from dlk8s.autoscaler_loop import AutoscalerLoop
+from dlk8s.kube import Kube
+
+
+def passes(caplog: pytest.LogCaptureFixture) -> list[int]:
+    return [r.levelno for r in caplog.records if r.getMessage() == "autoscaler pass"]
+
+
+def test_idle_passes_are_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    # Informers that are never started: empty caches, no API calls.
+    loop = AutoscalerLoop(Kube(api_client=None), jobs=lambda: [])  # type: ignore[arg-type]
+    caplog.set_level(logging.DEBUG, logger="dlk8s.autoscaler_loop")
+    for _ in range(3):
+        loop.run_once()
+    assert passes(caplog) == [logging.INFO, logging.DEBUG, logging.DEBUG]
+    first = next(r for r in caplog.records if r.getMessage() == "autoscaler pass")
+    assert first.elasticJobs == 0  # type: ignore[attr-defined]
+    assert first.action == "0 change(s)"  # type: ignore[attr-defined]
