@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from dlk8s.localcluster import LocalCluster, leftover_processes, missing_tools
 from dlk8s.localdeploy import Install, OperatorProcess, install_chart
+
+from .helpers import temporary_namespace
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -39,12 +40,8 @@ def cluster() -> Iterator[LocalCluster]:
 
 @pytest.fixture
 def namespace(cluster: LocalCluster) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    cluster.kubectl("create", "namespace", name)
-    try:
+    with temporary_namespace(cluster) as name:
         yield name
-    finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
 
 
 @pytest.fixture(scope="session")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -142,3 +145,33 @@ def container(pod: dict[str, Any], name: str = "tensorflow") -> dict[str, Any]:
 def services_of(cluster: LocalCluster, namespace: str, job: str) -> dict[str, dict[str, Any]]:
     items = get_json(cluster, "services", "-n", namespace, "-l", f"dlk8s.io/job-name={job}")
     return {s["metadata"]["name"]: s for s in items["items"]}
+
+
+@contextmanager
+def temporary_namespace(cluster: LocalCluster) -> Iterator[str]:
+    """A fresh namespace, deleted afterwards without waiting for it to go."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    cluster.kubectl("create", "namespace", name)
+    try:
+        yield name
+    finally:
+        cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+
+
+def job_manifest(
+    kind: str, name: str, roles: dict[str, int], container: str, **spec: Any
+) -> dict[str, Any]:
+    """A job of `kind` with `roles` {role: replicas}, each pod one `container`."""
+    type_field = {"TFJob": "tfReplicaType", "MXJob": "mxReplicaType"}[kind]
+    pod = {"containers": [{"name": container, "image": f"{container}:latest"}]}
+    # A template of its own per replica: tests change one replica's pods.
+    replica_specs = [
+        {"replicas": count, type_field: role, "template": {"spec": copy.deepcopy(pod)}}
+        for role, count in roles.items()
+    ]
+    return {
+        "apiVersion": "dlk8s.io/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": {"replicaSpecs": replica_specs, **spec},
+    }

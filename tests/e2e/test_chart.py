@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,8 @@ import pytest
 import yaml
 
 from dlk8s.localcluster import LocalCluster
+
+from .helpers import temporary_namespace
 
 pytestmark = pytest.mark.e2e
 
@@ -116,12 +117,8 @@ def leave_crds_as_found(cluster: LocalCluster) -> Iterator[None]:
 
 @pytest.fixture
 def other_namespace(cluster: LocalCluster) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    cluster.kubectl("create", "namespace", name)
-    try:
+    with temporary_namespace(cluster) as name:
         yield name
-    finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
 
 
 @pytest.mark.parametrize("helm", HELMS)

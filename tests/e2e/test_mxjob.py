@@ -17,6 +17,7 @@ from .helpers import (
     example,
     finish_pod,
     get_json,
+    job_manifest,
     job_status,
     pods_of,
     services_of,
@@ -33,20 +34,7 @@ LINEAR = {"mx-test-dist-scheduler-0", "mx-test-dist-server-0", "mx-test-dist-wor
 
 
 def mxjob(name: str, roles: dict[str, int]) -> dict[str, Any]:
-    replica_specs = [
-        {
-            "replicas": count,
-            "mxReplicaType": role,
-            "template": {"spec": {"containers": [{"name": "mxnet", "image": "mxnet:latest"}]}},
-        }
-        for role, count in roles.items()
-    ]
-    return {
-        "apiVersion": "dlk8s.io/v1alpha1",
-        "kind": "MXJob",
-        "metadata": {"name": name},
-        "spec": {"replicaSpecs": replica_specs},
-    }
+    return job_manifest("MXJob", name, roles, "mxnet")
 
 
 def test_seed_example_makes_pods_services_variables_and_labels(

@@ -23,6 +23,7 @@ from .helpers import (
     finish_pod,
     get_json,
     get_or_none,
+    job_manifest,
     job_status,
     pods_of,
     wait_for_phase,
@@ -37,20 +38,7 @@ pytestmark = pytest.mark.usefixtures("operator")
 
 def tfjob(name: str, roles: dict[str, int], **spec: Any) -> dict[str, Any]:
     """A TFJob with `roles` {MASTER: 1, WORKER: n, PS: n}, all with a tensorflow container."""
-    replica_specs = [
-        {
-            "replicas": count,
-            "tfReplicaType": role,
-            "template": {"spec": {"containers": [{"name": "tensorflow", "image": "tf:latest"}]}},
-        }
-        for role, count in roles.items()
-    ]
-    return {
-        "apiVersion": "dlk8s.io/v1alpha1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {"replicaSpecs": replica_specs, **spec},
-    }
+    return job_manifest("TFJob", name, roles, "tensorflow", **spec)
 
 
 SEED_PODS = {"example-job-master-0", "example-job-worker-0", "example-job-ps-0", "example-job-ps-1"}
