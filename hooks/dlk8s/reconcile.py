@@ -23,9 +23,13 @@ a restart is counted when a pod of the job is gone, i.e. when a role has
 fewer pods than the previous status counted (replicaStatuses, same
 generation, not just after a suspension). A failed pod is first deleted
 (nothing counted), and counted on the pass that sees it gone, which is also
-the pass that creates its replacement. Counting from the difference with the
-previous status makes it idempotent: a pass repeated on the same world, or a
-failed status write, counts the same pods again rather than more pods. Each
+the pass that creates its replacement. The pods a pass creates are counted in
+the status it writes (as Pending), so a replacement seen by the next pass
+cannot stand in for another pod that vanished meanwhile. Counting from the
+difference with the previous status makes it idempotent: a pass repeated on
+the same world, or a failed status write, counts the same pods again rather
+than more pods (the controller's expectations keep a pass from running
+before the caches show the creates of the last one). Each
 new pod carries the job's restart count in the annotation
 dlk8s.io/restart-count, and the count is never below the highest of those:
 if the operator dies after creating a replacement but before writing the
@@ -81,6 +85,7 @@ from dlk8s.children import (
 from dlk8s.config import ControllerConfig
 from dlk8s.kinds import KINDS, lookup
 from dlk8s.policy import (
+    PENDING,
     Decision,
     PodOutcome,
     clean_conditions,
@@ -406,13 +411,15 @@ def _active(ctx: JobContext, job: _Job, owned: Observed) -> Result:
     for pod in strays:
         if not is_terminating(pod):
             actions += _delete(pod, POD, "it matches no replica of the spec")
-    actions += _create_missing_pods(ctx, views, owned.pods, restarts + lost)
+    creating = _missing_pods(views, owned.pods)
+    actions += [a for v in creating for a in _create(_build_pod(ctx, v.slot, restarts + lost))]
     actions += _sync_children(ctx, owned)
     actions += ctx.kind.update_children(ctx, owned)
     deadline = _deadline_wait(ctx.run_policy, job)
     timers = waits if deadline is None else [*waits, deadline]
     requeue = min(timers) if timers else None
-    return Result(actions, _active_status(ctx, job, views, restarts + lost, lost), requeue)
+    status = _active_status(ctx, job, views, restarts + lost, lost, creating)
+    return Result(actions, status, requeue)
 
 
 def _notices(job: _Job, restarts: int, lost: int) -> list[Action]:
@@ -547,17 +554,11 @@ def _restarts(
     return actions, waits
 
 
-def _create_missing_pods(
-    ctx: JobContext, views: Sequence[_SlotView], pods: Sequence[Obj], restarts: int
-) -> list[Action]:
-    # A name still held by any pod (even one being deleted) must be freed
-    # first: never two pods of one name.
+def _missing_pods(views: Sequence[_SlotView], pods: Sequence[Obj]) -> list[_SlotView]:
+    """Slots whose pod is to be created now. A name still held by any pod
+    (even one being deleted) must be freed first: never two pods of one name."""
     taken = {name_of(pod) for pod in pods}
-    actions: list[Action] = []
-    for view in views:
-        if view.pod is None and view.slot.name not in taken:
-            actions += _create(_build_pod(ctx, view.slot, restarts))
-    return actions
+    return [v for v in views if v.pod is None and v.slot.name not in taken]
 
 
 def _build_pod(ctx: JobContext, slot: Slot, restarts: int) -> Obj:
@@ -596,7 +597,12 @@ def _sync_children(ctx: JobContext, owned: Observed) -> list[Action]:
 
 
 def _active_status(
-    ctx: JobContext, job: _Job, views: Sequence[_SlotView], restarts: int, lost: int
+    ctx: JobContext,
+    job: _Job,
+    views: Sequence[_SlotView],
+    restarts: int,
+    lost: int,
+    creating: Sequence[_SlotView],
 ) -> Obj:
     now = job.stamp
     deciders = _deciders(ctx, views)
@@ -641,7 +647,7 @@ def _active_status(
         "phase": Phase.RUNNING if running else Phase.CREATING,
         "reason": Reason.RUNNING if running else waiting,
         "conditions": conditions,
-        "replicaStatuses": _replica_statuses(ctx, views),
+        "replicaStatuses": _replica_statuses(ctx, views, creating),
     }
 
 
@@ -707,12 +713,23 @@ def _blocked(
     return Result(actions, status, None)
 
 
-def _replica_statuses(ctx: JobContext, views: Sequence[_SlotView]) -> list[Obj]:
+def _replica_statuses(
+    ctx: JobContext, views: Sequence[_SlotView], creating: Sequence[_SlotView] = ()
+) -> list[Obj]:
+    """Pods by phase per replica. The pods this pass creates count as Pending:
+    the status is written only once their creates succeeded, and the next
+    pass finds lost pods by comparing with these totals. Left out, a pod
+    created in the same pass as another one vanished would hide that loss."""
+    created = {v.slot.name for v in creating}
     return [
         replica_status(
             replica.role,
             replica.replicas,
-            [v.outcome for v in views if v.slot.replica is replica and v.outcome is not None],
+            [
+                v.outcome if v.outcome is not None else PodOutcome(PENDING)
+                for v in views
+                if v.slot.replica is replica and (v.outcome is not None or v.slot.name in created)
+            ],
         )
         for replica in ctx.replicas
     ]

@@ -245,7 +245,8 @@ def test_backoff_limit_fails_the_job_with_a_reason(
 
 def test_kubectl_shows_state_phase_and_events(cluster: LocalCluster, namespace: str) -> None:
     apply(cluster, namespace, tfjob("visible", {"MASTER": 1}))
-    wait_for_state(cluster, namespace, "TFJob", "visible", "Running")
+    # The state turns Running with the first pass; the phase once the pod runs.
+    wait_for_phase(cluster, namespace, "TFJob", "visible", "Running")
     table = cluster.kubectl("get", "tfjobs", "-n", namespace).stdout
     header, row = table.splitlines()[:2]
     assert "STATE" in header

@@ -195,9 +195,10 @@ def test_first_pass_creates_every_pod_service_and_the_grpc_configmap() -> None:
         "reason": "Creating",
         "conditions": [],
         "replicaStatuses": [
-            {"replicaType": "MASTER", "state": "Unknown", "replicasStates": {}},
-            {"replicaType": "WORKER", "state": "Unknown", "replicasStates": {}},
-            {"replicaType": "PS", "state": "Unknown", "replicasStates": {}},
+            # Counted as soon as they are created: see the restart counting tests.
+            {"replicaType": "MASTER", "state": "Unknown", "replicasStates": {"Pending": 1}},
+            {"replicaType": "WORKER", "state": "Unknown", "replicasStates": {"Pending": 1}},
+            {"replicaType": "PS", "state": "Unknown", "replicasStates": {"Pending": 2}},
         ],
     }
 
@@ -494,14 +495,39 @@ def test_a_pod_being_deleted_is_neither_deleted_again_nor_replaced_yet() -> None
 def test_a_repeated_pass_does_not_count_a_restart_twice() -> None:
     world = running_world()
     world.vanish("example-job-worker-0")
-    first = world.reconcile()
-    world.apply(first)
+    first = world.step()
     assert first.status["restartCount"] == 1
-    # Again, as if the cache had not seen the new pod yet.
-    world.children.pop(("Pod", "example-job-worker-0"))
-    world.job["status"] = copy.deepcopy(first.status)
+    # The same pass again on the same world, e.g. after its status write was
+    # refused as a conflict.
     again = world.reconcile()
     assert again.status["restartCount"] == 1
+    assert creates(again, "Pod") == []
+
+
+def test_a_pod_lost_while_its_peer_is_replaced_is_still_counted() -> None:
+    """One worker failed and the other deleted, both seen by one pass: the
+    replacement created by that pass must not stand in for the failed one
+    when the next pass sees it gone."""
+    job = tfjob()
+    job["spec"]["replicaSpecs"][1]["replicas"] = 2
+    world = World(job)
+    world.settle()
+    world.run()
+    world.settle()
+    world.exit("example-job-worker-0", 1, at=NOW - timedelta(minutes=1))
+    world.vanish("example-job-worker-1")
+    first = world.step()
+    assert (deletes(first), creates(first, "Pod")) == (
+        ["example-job-worker-0"],
+        ["example-job-worker-1"],
+    )
+    assert first.status["restartCount"] == 1
+    second = world.step()
+    assert creates(second, "Pod") == ["example-job-worker-0"]
+    assert second.status["restartCount"] == 2
+    world.run()
+    world.settle()
+    assert world.job["status"]["restartCount"] == 2
 
 
 def test_a_lost_status_write_is_recovered_from_the_new_pod() -> None:
