@@ -90,6 +90,7 @@ class Reason:
     CREATE: Final = "SuccessfulCreate"
     DELETE: Final = "SuccessfulDelete"
     INTERNAL_ERROR: Final = "InternalError"
+    NAME_TAKEN: Final = "NameTaken"
 
 
 class CleanPodPolicy:

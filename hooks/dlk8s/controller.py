@@ -14,13 +14,14 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes.informer import ADDED, DELETED, MODIFIED
 
 from dlk8s import metrics
 from dlk8s.actions import Action, Create, Delete, DeleteJob, Event, Patch, merge_events
-from dlk8s.api import API_VERSION, LABEL_JOB_NAME, Observed
+from dlk8s.api import API_VERSION, LABEL_JOB_NAME, Observed, Reason
+from dlk8s.children import controlled_by
 from dlk8s.config import ControllerConfig
 from dlk8s.expectations import Change, Expectations
 from dlk8s.kinds import KINDS
@@ -215,7 +216,7 @@ class Controller:
                 log.warning(
                     "reconcile failed; retrying",
                     extra={"job": _key_str(key), "error": repr(err)},  # type: ignore[arg-type]
-                    exc_info=not isinstance(err, ApiError),
+                    exc_info=not isinstance(err, (ApiError, ChildNotCreatedError)),
                 )
                 self.queue.add_rate_limited(key)
             else:
@@ -294,7 +295,7 @@ class Controller:
         """Carry out one action; whether it changed something the caches will show."""
         meta = job["metadata"]
         if isinstance(action, Create):
-            return self.kube.create(action.obj) is not None
+            return self._create(job, action.obj)
         if isinstance(action, Delete):
             return self.kube.delete(
                 action.api_version, action.kind, action.namespace, action.name, action.uid
@@ -308,6 +309,13 @@ class Controller:
                 job["apiVersion"], job["kind"], meta["namespace"], meta["name"], meta["uid"]
             )
         return False
+
+    def _create(self, job: dict[str, Any], obj: dict[str, Any]) -> bool:
+        try:
+            return create_child(self.kube, job["metadata"]["uid"], obj)
+        except NameTakenError as err:
+            self._send_event(job, Event("Warning", Reason.NAME_TAKEN, str(err)))
+            raise
 
     def _send_event(self, job: dict[str, Any], event: Event) -> None:
         try:
@@ -343,6 +351,45 @@ class Controller:
                 state = (job.get("status") or {}).get("state") or "Pending"
                 counts[(kind, state)] += 1
         return dict(counts)
+
+
+class ChildApi(Protocol):
+    def create(self, obj: dict[str, Any]) -> dict[str, Any] | None: ...
+
+    def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None: ...
+
+
+class ChildNotCreatedError(Exception):
+    """A create that neither made the child nor found the job's own."""
+
+
+class NameTakenError(ChildNotCreatedError):
+    """A child's name is held by an object the job does not control."""
+
+
+def create_child(api: ChildApi, job_uid: str, obj: dict[str, Any]) -> bool:
+    """Create one child of a job: True if created now, False if the job's own
+    child of that name already exists (a cache behind the API server).
+
+    Anything else fails the pass: the status a pass writes counts the pods
+    it created, and the next pass would count one that is not there as lost.
+    """
+    if api.create(obj) is not None:
+        return True
+    meta = obj["metadata"]
+    what = f"{obj['kind']} {meta['name']}"
+    found = api.get(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+    if found is None:
+        # Taken by an object deleted since, or refused in a namespace being deleted.
+        raise ChildNotCreatedError(f"{what} was not created and does not exist; retrying")
+    if not controlled_by(found, job_uid):
+        raise NameTakenError(
+            f"{what} already exists and is not controlled by this job; "
+            "delete or rename it so the job can create its own"
+        )
+    return False
 
 
 def expected_change(action: Action) -> Change | None:

@@ -263,6 +263,37 @@ def test_kubectl_shows_state_phase_and_events(cluster: LocalCluster, namespace: 
     assert "Events:" in described
 
 
+def test_a_pod_name_held_by_someone_else_is_reported_and_never_counted(
+    cluster: LocalCluster, namespace: str
+) -> None:
+    squatter = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "squat-worker-0", "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    apply(cluster, namespace, squatter)
+    apply(cluster, namespace, tfjob("squat", {"MASTER": 1, "WORKER": 1}))
+    warning = wait_until(
+        lambda: get_json(
+            cluster, "events", "-n", namespace, "--field-selector", "reason=NameTaken"
+        )["items"],
+        what="a NameTaken event",
+    )[0]
+    assert warning["involvedObject"]["name"] == "squat"
+    assert "squat-worker-0" in warning["message"]
+    wait_for_pods(cluster, namespace, "squat", {"squat-master-0"})
+    time.sleep(3)  # a few retries' worth: none may count the squatter as lost
+    assert job_status(cluster, namespace, "TFJob", "squat").get("restartCount", 0) == 0
+
+    cluster.kubectl(
+        "delete", "pod", "squat-worker-0", "-n", namespace, "--grace-period=0", "--force"
+    )
+    status = wait_for_phase(cluster, namespace, "TFJob", "squat", "Running")
+    assert status["restartCount"] == 0
+    assert "squat-worker-0" in pods_of(cluster, namespace, "squat")
+
+
 def test_tensorboard_comes_and_goes_with_the_job(cluster: LocalCluster, namespace: str) -> None:
     job = example("tfjob-tensorboard-azure.yaml")
     name = job["metadata"]["name"]
