@@ -83,8 +83,8 @@ def test_seed_example_makes_pods_services_variables_and_labels(
         status = job_status(cluster, namespace, "MXJob", "mx-test-dist")
         return {r["replicaType"]: r["replicasStates"] for r in status.get("replicaStatuses", [])}
 
-    # The counts may trail the state by a pass.
-    wait_until(lambda: counts() == expected, timeout=10, what=f"replicaStatuses {expected}")
+    # The counts trail the state by a pass (pod events are batched for a second).
+    wait_until(lambda: counts() == expected, timeout=30, what=f"replicaStatuses {expected}")
     status = wait_for_state(cluster, namespace, "MXJob", "mx-test-dist", "Running")
     assert status["phase"] == "Running"
 

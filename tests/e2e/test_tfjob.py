@@ -107,8 +107,8 @@ def test_seed_example_makes_pods_services_and_tf_config(
         status = job_status(cluster, namespace, "TFJob", "example-job")
         return {r["replicaType"]: r["replicasStates"] for r in status.get("replicaStatuses", [])}
 
-    # The counts may trail the state by a pass.
-    wait_until(lambda: counts() == expected, timeout=10, what=f"replicaStatuses {expected}")
+    # The counts trail the state by a pass (pod events are batched for a second).
+    wait_until(lambda: counts() == expected, timeout=30, what=f"replicaStatuses {expected}")
     status = job_status(cluster, namespace, "TFJob", "example-job")
     assert (status["state"], status["phase"]) == ("Running", "Running")
 
