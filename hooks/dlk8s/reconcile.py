@@ -718,20 +718,17 @@ def _replica_statuses(
 ) -> list[Obj]:
     """Pods by phase per replica. The pods this pass creates count as Pending:
     the status is written only once their creates succeeded, and the next
-    pass finds lost pods by comparing with these totals. Left out, a pod
-    created in the same pass as another one vanished would hide that loss."""
+    pass finds lost pods by comparing with these totals. Left out, a
+    replacement would stand in for a pod of its role seen gone next."""
     created = {v.slot.name for v in creating}
+    counted = [
+        (v.slot.replica, v.outcome or PodOutcome(PENDING))
+        for v in views
+        if v.outcome is not None or v.slot.name in created
+    ]
     return [
-        replica_status(
-            replica.role,
-            replica.replicas,
-            [
-                v.outcome if v.outcome is not None else PodOutcome(PENDING)
-                for v in views
-                if v.slot.replica is replica and (v.outcome is not None or v.slot.name in created)
-            ],
-        )
-        for replica in ctx.replicas
+        replica_status(r.role, r.replicas, [o for replica, o in counted if replica is r])
+        for r in ctx.replicas
     ]
 
 
