@@ -297,6 +297,27 @@ def test_nfs_without_a_server_uses_the_templates_own_mount() -> None:
     assert "spec.replicaSpecs[0]" not in message
 
 
+def test_nfs_export_is_mounted_even_below_a_mount_of_the_template() -> None:
+    job = caffe2job(
+        {"WORKER": 2},
+        backendType="nfs",
+        nfsPath="/data/rendezvous",
+        nfsServer="nfs.example.internal",
+        nfsServerPath="/exports/caffe2",
+    )
+    own = {"name": "data", "mountPath": "/data"}
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["volumeMounts"] = [own]
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["volumes"] = [
+        {"name": "data", "emptyDir": {}}
+    ]
+    worker = children(job)[("Pod", "j-worker-0")]
+    assert container(worker)["volumeMounts"] == [
+        own,
+        {"name": "dlk8s-caffe2-rendezvous", "mountPath": "/data/rendezvous"},
+    ]
+    assert env(worker)["FILE_STORE_PATH"] == "/data/rendezvous"
+
+
 # --- who decides -------------------------------------------------------------------
 
 

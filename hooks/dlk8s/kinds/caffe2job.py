@@ -160,11 +160,13 @@ def _unmounted_nfs_path(specs: list[object], nfs_path: str) -> list[str]:
     return problems
 
 
-def _mounts(container: Obj, path: str) -> bool:
-    """Whether something is mounted at `path` or at a directory above it."""
+def _mounts(container: Obj, path: str, above: bool = True) -> bool:
+    """Whether something is mounted at `path` (or, with `above`, at a
+    directory above it)."""
+    path = path.rstrip("/")
     for mount in as_list(container.get("volumeMounts")):
-        where = as_str(dig(mount, "mountPath"))
-        if where and (path == where or path.startswith(where.rstrip("/") + "/")):
+        where = (as_str(dig(mount, "mountPath")) or "").rstrip("/")
+        if where and (path == where or (above and path.startswith(where + "/"))):
             return True
     return False
 
@@ -230,11 +232,13 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
 
 
 def _mount_nfs(spec: Obj, containers: list[Obj], settings: Backend) -> None:
-    """The export as a volume, mounted at nfsPath where nothing is mounted yet."""
+    """The export as a volume, mounted at nfsPath unless the container mounts
+    something there itself. A mount above nfsPath does not count: the shards
+    would meet in that volume, not in the export the job names."""
     nfs = {"server": settings.nfs_server, "path": settings.nfs_server_path}
     spec["volumes"] = [*as_list(spec.get("volumes")), {"name": NFS_VOLUME, "nfs": nfs}]
     for container in containers:
-        if not _mounts(container, settings.nfs_path):
+        if not _mounts(container, settings.nfs_path, above=False):
             mount = {"name": NFS_VOLUME, "mountPath": settings.nfs_path}
             container["volumeMounts"] = [*as_list(container.get("volumeMounts")), mount]
 
