@@ -41,6 +41,7 @@ the next pass (step 2).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -568,12 +569,18 @@ def _make_room(sim: _Simulation, group: Sequence[Pod]) -> bool:
         steps.append((donor, sim.shrink(donor, reason)))
         placed = sim.place_all(group)
     # Give back the trainers the group turns out not to need, last shrunk first.
+    # A job gives up its highest trainers only: once one of its trainers is
+    # kept shrunk, its earlier (lower) steps must stay shrunk as well.
     sim.unplace(placed)
+    kept: set[str] = set()
     for donor, node in reversed(steps):
+        if donor.job.uid in kept:
+            continue
         sim.unshrink(donor, node)
         trial = sim.place_all(group)
         if trial is None:
             sim.shrink(donor, reason)
+            kept.add(donor.job.uid)
         else:
             sim.unplace(trial)
     if sim.place_all(group) is None:  # cannot happen: only what still fits was kept
@@ -616,9 +623,14 @@ def _respect_bound(sim: _Simulation) -> None:
         if not donors:
             return
         donor = max(donors, key=lambda s: (s.fulfillment, _cheapness(s.job)))
-        share = {r: 100 * getattr(sim.used, r) / getattr(sim.total, r) for r in over}
+        # Pods may request more than a cluster without allocatable has.
+        share = {r: _percent(getattr(sim.used, r), getattr(sim.total, r)) for r in over}
         text = ", ".join(f"{r} {v:.0f}%" for r, v in share.items())
         sim.shrink(donor, f"cluster load ({text}) is over the max load {sim.max_load:.0%}")
+
+
+def _percent(used: int, total: int) -> float:
+    return 100 * used / total if total > 0 else math.inf
 
 
 def _grow(sim: _Simulation) -> None:

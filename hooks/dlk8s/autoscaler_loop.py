@@ -132,7 +132,12 @@ class AutoscalerLoop:
 
     def current_jobs(self) -> list[dict[str, Any]]:
         jobs = []
-        for job in self.jobs():
+        listed = self.jobs()
+        # Jobs deleted before the watch showed our patch leave nothing behind.
+        uids = {(job.get("metadata") or {}).get("uid", "") for job in listed}
+        for gone in self._written.keys() - uids:
+            del self._written[gone]
+        for job in listed:
             uid = (job.get("metadata") or {}).get("uid", "")
             written = self._written.get(uid)
             if written is not None:

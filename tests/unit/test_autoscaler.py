@@ -169,6 +169,25 @@ def test_shrinking_for_a_pending_job_takes_only_what_it_needs() -> None:
     assert targets(result) == {"b": 3}
 
 
+def test_a_job_shrunk_twice_for_room_keeps_its_lower_step_when_the_higher_is_needed() -> None:
+    # Donors in turn: z (1.0), b (0.67), z again (0.5, ties broken by key).
+    # The newcomer needs two GPUs on one node: only z's trainer 1 (on n1)
+    # gives them. z's trainer 2 (on n2) cannot come back while trainer 1 is
+    # gone, since a job gives up its highest trainers: z goes to 1, not 2.
+    z = job("z", 1, 3, 3, res(1, 1, gpu=1))
+    b = job("b", 1, 7, 5, res(1, 1, gpu=1))
+    pods = trainer_pods(z, "n0", "n1", "n2") + trainer_pods(b, "n0", "n0", "n0", "n3", "n3")
+    pods += [
+        pod("fill-1", "n1", res(gpu=2)),
+        pod("fill-2", "n2", res(gpu=3)),
+        pod("fill-3", "n3", res(gpu=2)),
+        pod("new-0", "", res(1, 1, gpu=2), owner_uid="new", created="z"),
+    ]
+    result = plan([node(f"n{i}", gpu=4) for i in range(4)], pods, [z, b])
+    assert targets(result)["z"] == 1
+    assert result.unplaceable == ()
+
+
 def test_a_pending_job_that_cannot_fit_anyway_shrinks_nothing() -> None:
     a = job("a", 1, 4, 4, res(1, 1, gpu=1))
     pods = trainer_pods(a, "n0", "n0", "n0", "n0")

@@ -24,3 +24,19 @@ def test_idle_passes_are_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     first = next(r for r in caplog.records if r.getMessage() == "autoscaler pass")
     assert first.elasticJobs == 0  # type: ignore[attr-defined]
     assert first.action == "0 change(s)"  # type: ignore[attr-defined]
+
+
+def test_our_patch_stands_in_until_the_cache_catches_up_and_goes_with_the_job() -> None:
+    def job(uid: str, version: str, trainers: str) -> dict[str, object]:
+        meta = {"uid": uid, "resourceVersion": version, "annotations": {"t": trainers}}
+        return {"metadata": meta}
+
+    cached = [job("a", "5", "2"), job("b", "7", "1")]
+    loop = AutoscalerLoop(Kube(api_client=None), jobs=lambda: cached)  # type: ignore[arg-type]
+    loop._written = {"a": job("a", "6", "3"), "b": job("b", "7", "9")}
+    # a: our patch is newer than the cache; b: the cache has caught up.
+    assert loop.current_jobs() == [job("a", "6", "3"), job("b", "7", "1")]
+    assert set(loop._written) == {"a"}
+    cached.pop(0)  # a is deleted before its watch event showed our patch
+    assert loop.current_jobs() == [job("b", "7", "1")]
+    assert loop._written == {}
