@@ -273,8 +273,9 @@ class JobContext:
     replicas: tuple[Replica, ...]
     slots: tuple[Slot, ...]
     config: ControllerConfig
-    # The role whose pods decide the job's outcome (see Kind.deciding_roles).
-    deciding_role: str | None = None
+    # The role whose pods decide the job's outcome (Kind.deciding_role of
+    # these replicas); None only when the spec has none of the deciding roles.
+    deciding_role: str | None
     # Values every child of one pass shares (labels, the cluster layout),
     # computed once: a job of a thousand replicas must not cost a million.
     memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)

@@ -19,7 +19,16 @@ from typing import Any, Protocol
 from kubernetes.informer import ADDED, DELETED, MODIFIED
 
 from dlk8s import metrics
-from dlk8s.actions import Action, Create, Delete, DeleteJob, Event, Patch, merge_events
+from dlk8s.actions import (
+    MAX_EVENT_MESSAGE,
+    Action,
+    Create,
+    Delete,
+    DeleteJob,
+    Event,
+    Patch,
+    merge_events,
+)
 from dlk8s.api import API_VERSION, LABEL_JOB_NAME, Observed, Reason
 from dlk8s.children import controlled_by
 from dlk8s.config import ControllerConfig
@@ -423,7 +432,7 @@ def event_manifest(job: dict[str, Any], event: Event, now: datetime) -> dict[str
         },
         "type": event.type,
         "reason": event.reason,
-        "message": event.message[:1024],
+        "message": event.message[:MAX_EVENT_MESSAGE],
         "source": {"component": "dlk8s-operator"},
         "reportingComponent": "dlk8s-operator",
         "firstTimestamp": stamp,

@@ -162,7 +162,8 @@ class Sampler:
         self.cluster = cluster
         self.bounds = bounds
         self.violations: list[str] = []
-        self.samples = 0
+        self.errors: list[str] = []
+        self.samples = 0  # complete ones: a sample that raised checked nothing
         self.pserver_uids: dict[str, set[str]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -180,14 +181,13 @@ class Sampler:
             try:
                 self.sample()
             except Exception as err:  # a flaky read is no violation; keep sampling
-                print(f"sampler: {err!r}")
+                self.errors.append(repr(err))
             self._stop.wait(0.3)
 
     def sample(self) -> None:
         nodes = get_json(self.cluster, "nodes")["items"]
         pods = get_json(self.cluster, "pods", "-A")["items"]
         jobs = get_json(self.cluster, "paddlejobs", "-n", NAMESPACE)["items"]
-        self.samples += 1
         room = {n["metadata"]["name"]: from_list(n["status"]["allocatable"]) for n in nodes}
         used = {name: from_list({}) for name in room}
         for pod in pods:
@@ -213,6 +213,7 @@ class Sampler:
                 self.pserver_uids.setdefault(job, set()).add(pod["metadata"]["uid"])
                 if labels["dlk8s.io/replica-index"] != "0":
                     self.violations.append(f"{job}: a second pserver appeared")
+        self.samples += 1
 
 
 def trainers_of(cluster: LocalCluster, job: str) -> dict[str, dict[str, Any]]:
@@ -298,7 +299,8 @@ def test_elastic_jobs_grow_shrink_and_make_room(
         assert any("from 6 to" in m or "to 4" in m for m in scaled), scaled
 
     # (c) and (e): over every sample, the invariants held and pservers were never touched.
-    assert sampler.samples > 10
+    assert sampler.samples > 10, sampler.errors
+    assert len(sampler.errors) <= sampler.samples // 5, sampler.errors
     assert sampler.violations == []
     assert {job: len(uids) for job, uids in sampler.pserver_uids.items()} == {"grow": 1, "fixed": 1}
     # The operator logged a summary of the cluster on its passes.

@@ -257,6 +257,16 @@ def test_pservers_and_other_pods_are_never_given_up() -> None:
     result = plan([node("n0", gpu=4)], pods, [a])
     assert result.changes == ()
 
+    # a may give up a trainer now, but only with its pserver's two GPUs would
+    # the newcomer's three fit: it waits, and a keeps both trainers.
+    a = job("a", 1, 4, 2, res(1, 1, gpu=1))
+    pods = trainer_pods(a, "n0", "n0")
+    pods.append(pod("a-pserver-0", "n0", res(1, 1, gpu=2), owner_uid="a", role="pserver", index=0))
+    pods.append(pod("new-0", "", res(1, 1, gpu=3), owner_uid="new"))
+    result = plan([node("n0", gpu=4)], pods, [a])
+    assert result.changes == ()
+    assert len(result.unplaceable) == 1
+
 
 def test_random_clusters_keep_every_invariant() -> None:
     rng = random.Random(7)
@@ -353,20 +363,17 @@ JUNK: list[Any] = [None, 0, -1, True, "x", "", [], {}, [None], {"a": None}, 1.5,
 
 
 def _mutations(base: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """`base` with one to four fields, at any depth, replaced by junk."""
     import copy
 
     obj = copy.deepcopy(base)
     for _ in range(rng.randint(1, 4)):
-        target = obj
-        path: list[str] = []
-        while isinstance(target, dict) and target and rng.random() < 0.7:
-            key = rng.choice(list(target))
-            path.append(key)
-            if not isinstance(target[key], dict):
-                break
-            target = target[key]
-        if isinstance(target, dict) and path:
-            target[path[-1]] = rng.choice(JUNK)
+        parent: dict[str, Any] = obj
+        key = rng.choice(list(parent))
+        while isinstance(parent[key], dict) and parent[key] and rng.random() < 0.7:
+            parent = parent[key]
+            key = rng.choice(list(parent))
+        parent[key] = rng.choice(JUNK)
     return obj
 
 
@@ -375,7 +382,11 @@ def test_malformed_objects_never_raise() -> None:
     bases = [paddlejob(), {"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k"}]}}]
     for _ in range(2000):
         junk = _mutations(rng.choice(bases), rng)
-        job_from_manifest(junk)
+        elastic = job_from_manifest(junk)
+        if elastic is not None:  # whatever it read, it is something to plan with
+            assert 0 <= elastic.min <= elastic.trainers <= elastic.max
+            assert elastic.min < elastic.max
+            assert min(elastic.trainer.cpu, elastic.trainer.memory, elastic.trainer.gpu) >= 0
         node_from_manifest(junk)
         pod_from_manifest(junk)
     for junk in JUNK:

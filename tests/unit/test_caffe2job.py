@@ -240,6 +240,7 @@ def test_redis_in_master_on_another_port_and_with_the_users_own_server() -> None
     job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"].append(own)
     master = children(job)[("Pod", "j-master-0")]
     assert master["spec"]["containers"][1] == own
+    assert [c["name"] for c in master["spec"]["containers"]] == ["caffe2", "redis"]
 
 
 def test_a_job_without_a_role_field_is_all_workers() -> None:

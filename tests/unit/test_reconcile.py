@@ -497,8 +497,9 @@ def test_a_repeated_pass_does_not_count_a_restart_twice() -> None:
     world.vanish("example-job-worker-0")
     first = world.step()
     assert first.status["restartCount"] == 1
-    # The same pass again on the same world, e.g. after its status write was
-    # refused as a conflict.
+    # The same pass again once the cache shows the new pod. (A pass on a cache
+    # that does not show it yet is what the controller's expectations hold
+    # back: see test_expectations. A lost status write: the next test.)
     again = world.reconcile()
     assert again.status["restartCount"] == 1
     assert creates(again, "Pod") == []
