@@ -25,17 +25,17 @@ tools: $(VENV)/.installed ## install the pinned tool chain into .tools/ (cached 
 	tools/install.sh
 
 # Re-installs only when the package metadata or the pins change.
-$(VENV)/.installed: pyproject.toml tools/versions.env
+$(VENV)/.installed: pyproject.toml dev/pyproject.toml tools/versions.env
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[test,lint,bench]' \
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[test,lint,bench]' -e dev \
 	    yamllint==$(YAMLLINT_VERSION) yamale==$(YAMALE_VERSION)
 	touch $@
 
 .PHONY: lint
 lint: tools chart-lint ## ruff, mypy, helm lint (3 and 4), ct lint, yamllint
-	$(VENV_BIN)/ruff check hooks tests bench
-	$(VENV_BIN)/ruff format --check hooks tests bench
+	$(VENV_BIN)/ruff check hooks dev tests bench
+	$(VENV_BIN)/ruff format --check hooks dev tests bench
 	$(VENV_BIN)/mypy
 
 .PHONY: unit
@@ -52,11 +52,11 @@ test: lint chart-unittest ## everything CI checks
 
 .PHONY: demo
 demo: tools ## local control plane + chart + operator + the seed TFJob examples
-	$(PYTHON) -m dlk8s.demo
+	$(PYTHON) -m dlk8s_dev.demo
 
 .PHONY: cluster
 cluster: tools ## just the local control plane, until Ctrl-C
-	$(PYTHON) -m dlk8s.localcluster
+	$(PYTHON) -m dlk8s_dev.localcluster
 
 .PHONY: clean
 clean: ## remove .tools/ (the per-user build cache stays)

@@ -65,13 +65,13 @@ from measure import (
     thread_cpu,
 )
 
-from dlk8s.actions import Create
-from dlk8s.api import Observed
-from dlk8s.config import ControllerConfig, load_config
-from dlk8s.localcluster import REPO_ROOT, LocalCluster, NodeSpec
-from dlk8s.localdeploy import Install, OperatorProcess, install_chart
-from dlk8s.naming import runtime_id
-from dlk8s.reconcile import reconcile
+from dlk8s.job.actions import Create
+from dlk8s.job.api import Observed
+from dlk8s.job.config import ControllerConfig, load_config
+from dlk8s.job.naming import runtime_id
+from dlk8s.job.reconcile import reconcile
+from dlk8s_dev.localcluster import REPO_ROOT, LocalCluster, NodeSpec
+from dlk8s_dev.localdeploy import Install, OperatorProcess, install_chart
 
 RESULTS = REPO_ROOT / "bench" / "results"
 TFJOBS = "/apis/dlk8s.io/v1alpha1/namespaces/{ns}/tfjobs"

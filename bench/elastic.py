@@ -52,11 +52,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlk8s.api import API_VERSION
-from dlk8s.autoscaler import pod_from_manifest
-from dlk8s.kube import Kube, Resource, register, resource_for
-from dlk8s.localcluster import EXIT_CODE_ANNOTATION, LocalCluster, NodeSpec
-from dlk8s.localdeploy import OperatorProcess, install_chart
+from dlk8s.autoscaler.plan import pod_from_manifest
+from dlk8s.job.api import API_VERSION
+from dlk8s.runtime.client import Kube, Resource, register, resource_for
+from dlk8s_dev.localcluster import EXIT_CODE_ANNOTATION, LocalCluster, NodeSpec
+from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
 HERE = Path(__file__).resolve().parent
 TRACE = HERE / "elastic-trace.json"

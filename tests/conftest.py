@@ -7,7 +7,7 @@ from collections.abc import Generator
 
 import pytest
 
-from dlk8s.localcluster import leftover_processes
+from dlk8s_dev.localcluster import leftover_processes
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 

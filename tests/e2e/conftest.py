@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from dlk8s.localcluster import LocalCluster, leftover_processes, missing_tools
-from dlk8s.localdeploy import Install, OperatorProcess, install_chart
+from dlk8s_dev.localcluster import LocalCluster, leftover_processes, missing_tools
+from dlk8s_dev.localdeploy import Install, OperatorProcess, install_chart
 
 from .helpers import temporary_namespace
 

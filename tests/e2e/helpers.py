@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from dlk8s.localcluster import EXIT_CODE_ANNOTATION, REPO_ROOT, LocalCluster
+from dlk8s_dev.localcluster import EXIT_CODE_ANNOTATION, REPO_ROOT, LocalCluster
 
 T = TypeVar("T")
 EXAMPLES = REPO_ROOT / "examples"

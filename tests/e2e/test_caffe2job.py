@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.localcluster import LocalCluster
+from dlk8s_dev.localcluster import LocalCluster
 
 from .helpers import (
     apply,

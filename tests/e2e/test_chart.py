@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dlk8s.localcluster import LocalCluster
+from dlk8s_dev.localcluster import LocalCluster
 
 from .helpers import temporary_namespace
 

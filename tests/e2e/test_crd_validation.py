@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.localcluster import LocalCluster
+from dlk8s_dev.localcluster import LocalCluster
 
 pytestmark = pytest.mark.e2e
 

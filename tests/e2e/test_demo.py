@@ -5,8 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from dlk8s.demo import SEED_EXAMPLES
-from dlk8s.localcluster import REPO_ROOT, WORKDIR_PREFIX, leftover_processes, missing_tools
+from dlk8s_dev.demo import SEED_EXAMPLES
+from dlk8s_dev.localcluster import REPO_ROOT, WORKDIR_PREFIX, leftover_processes, missing_tools
 
 from .helpers import example
 
@@ -14,7 +14,7 @@ from .helpers import example
 def test_demo_runs_the_seed_examples_to_success() -> None:
     assert not missing_tools()
     demo = subprocess.Popen(
-        [sys.executable, "-m", "dlk8s.demo", "--no-wait", "--run-for", "2s"],
+        [sys.executable, "-m", "dlk8s_dev.demo", "--no-wait", "--run-for", "2s"],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.localcluster import (
+from dlk8s_dev.localcluster import (
     EXIT_CODE_ANNOTATION,
     LocalCluster,
     NodeSpec,

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from dlk8s.localcluster import LocalCluster, NodeSpec, leftover_processes, missing_tools
-from dlk8s.localdeploy import OperatorProcess, install_chart
-from dlk8s.resources import from_list, pod_requests
+from dlk8s.job.resources import from_list, pod_requests
+from dlk8s_dev.localcluster import LocalCluster, NodeSpec, leftover_processes, missing_tools
+from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
 from .helpers import apply, example, get_json, job_status, pods_of, wait_until
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from dlk8s.localcluster import LocalCluster
-from dlk8s.localdeploy import OperatorProcess
+from dlk8s_dev.localcluster import LocalCluster
+from dlk8s_dev.localdeploy import OperatorProcess
 
 from .helpers import (
     apply,
@@ -471,7 +471,7 @@ def test_invalid_spec_fails_only_that_job(cluster: LocalCluster, namespace: str)
 def test_smoke_module_passes_against_the_cluster(cluster: LocalCluster, namespace: str) -> None:
     """What `helm test` runs, run directly: under kwok the hook pod runs no code."""
     out = cluster.run(
-        *_python(), "-m", "dlk8s.main", "--kubeconfig", str(cluster.kubeconfig), "smoke",
+        *_python(), "-m", "dlk8s.cli.main", "--kubeconfig", str(cluster.kubeconfig), "smoke",
         "--namespace", namespace, "--timeout", "60",
         "--template-annotation", "kwok.dlk8s.io/exit-code=0",
     )  # fmt: skip

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.autoscaler import (
+from dlk8s.autoscaler.plan import (
     ElasticJob,
     Node,
     Pod,
@@ -19,7 +19,7 @@ from dlk8s.autoscaler import (
     plan,
     pod_from_manifest,
 )
-from dlk8s.resources import Resources
+from dlk8s.job.resources import Resources
 
 GI = 2**30
 

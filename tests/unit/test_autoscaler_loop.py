@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from dlk8s.autoscaler_loop import AutoscalerLoop
-from dlk8s.kube import Kube
+from dlk8s.autoscaler.loop import AutoscalerLoop
+from dlk8s.runtime.client import Kube
 
 
 def passes(caplog: pytest.LogCaptureFixture) -> list[int]:
@@ -17,7 +17,7 @@ def passes(caplog: pytest.LogCaptureFixture) -> list[int]:
 def test_idle_passes_are_logged_once(caplog: pytest.LogCaptureFixture) -> None:
     # Informers that are never started: empty caches, no API calls.
     loop = AutoscalerLoop(Kube(api_client=None), jobs=lambda: [])  # type: ignore[arg-type]
-    caplog.set_level(logging.DEBUG, logger="dlk8s.autoscaler_loop")
+    caplog.set_level(logging.DEBUG, logger="dlk8s.autoscaler.loop")
     for _ in range(3):
         loop.run_once()
     assert passes(caplog) == [logging.INFO, logging.DEBUG, logging.DEBUG]

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from dlk8s import naming
-from dlk8s.actions import Create, Event
-from dlk8s.config import parse_config
-from dlk8s.reconcile import Observed, reconcile
+from dlk8s.job import naming
+from dlk8s.job.actions import Create, Event
+from dlk8s.job.config import parse_config
+from dlk8s.job.reconcile import Observed, reconcile
 from tests.unit.test_reconcile import NOW, World, condition, creates, deletes
 from tests.unit.test_reconcile_invalid import check, mutations
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dlk8s.config import Accelerator, AcceleratorVolume, ConfigError, load_config, parse_config
+from dlk8s.job.config import Accelerator, AcceleratorVolume, ConfigError, load_config, parse_config
 
 SEED_LAYOUT = """
 accelerators:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.controller import ChildNotCreatedError, NameTakenError, create_child
+from dlk8s.runtime.controller import ChildNotCreatedError, NameTakenError, create_child
 
 JOB_UID = "job-uid"
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j-worker-0", "namespace": "ns"}}

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from dlk8s.actions import Create, Delete, Event
-from dlk8s.controller import expected_change
-from dlk8s.expectations import Expectations
+from dlk8s.job.actions import Create, Delete, Event
+from dlk8s.runtime.controller import expected_change
+from dlk8s.runtime.expectations import Expectations
 
 
 class Clock:

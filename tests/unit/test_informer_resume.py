@@ -6,7 +6,7 @@ import json
 import threading
 from typing import Any
 
-from dlk8s.kube import Kube, Resource, has_synced, wait_synced
+from dlk8s.runtime.client import Kube, Resource, has_synced, wait_synced
 
 
 class FakeStream:
@@ -71,7 +71,7 @@ def test_informers_decode_watch_events_into_plain_dicts() -> None:
     from kubernetes.informer import informer as informer_module
 
     watch = informer_module.Watch()
-    assert type(watch).__module__ == "dlk8s.kube"  # the informers build ours
+    assert type(watch).__module__ == "dlk8s.runtime.client"  # the informers build ours
     sent = pod_event("MODIFIED", "a", "7")
     event = watch.unmarshal_event(json.dumps(sent), None)
     assert event == {**sent, "raw_object": sent["object"]}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlk8s.actions import MAX_EVENT_MESSAGE, Event, merge_events
+from dlk8s.job.actions import MAX_EVENT_MESSAGE, Event, merge_events
 
 
 def test_one_event_is_left_alone() -> None:

@@ -1,7 +1,7 @@
 """PaddleJob: EDL's example job, its variables, scaling, outcome and validation.
 
 Expected values are written from EDL's job parser and the documented
-choices in dlk8s.kinds.paddlejob, never copied from an output.
+choices in dlk8s.job.kinds.paddlejob, never copied from an output.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from dlk8s.actions import Create, Event, Patch
-from dlk8s.config import parse_config
-from dlk8s.reconcile import Result
+from dlk8s.job.actions import Create, Event, Patch
+from dlk8s.job.config import parse_config
+from dlk8s.job.reconcile import Result
 
 from .test_reconcile import World, creates, deletes, events
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from dlk8s import naming
-from dlk8s.actions import Create, Delete, DeleteJob, Event
-from dlk8s.config import parse_config
-from dlk8s.reconcile import Observed, Result, reconcile
+from dlk8s.job import naming
+from dlk8s.job.actions import Create, Delete, DeleteJob, Event
+from dlk8s.job.config import parse_config
+from dlk8s.job.reconcile import Observed, Result, reconcile
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 STAMP = "2026-03-01T12:00:00Z"

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from dlk8s.actions import Create, Delete, Event
-from dlk8s.config import parse_config
-from dlk8s.reconcile import Observed, Result, reconcile
+from dlk8s.job.actions import Create, Delete, Event
+from dlk8s.job.config import parse_config
+from dlk8s.job.reconcile import Observed, Result, reconcile
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 CONFIG = parse_config(

@@ -7,9 +7,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from dlk8s.actions import Create
-from dlk8s.config import parse_config
-from dlk8s.reconcile import Observed, reconcile
+from dlk8s.job.actions import Create
+from dlk8s.job.config import parse_config
+from dlk8s.job.reconcile import Observed, reconcile
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 SCRIPT = "# the gRPC server\n"

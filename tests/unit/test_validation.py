@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from dlk8s.kinds.tfjob import validate
-from dlk8s.validation import metadata_problems, run_policy_problems
+from dlk8s.job.kinds.tfjob import validate
+from dlk8s.job.validation import metadata_problems, run_policy_problems
 
 MASTER = {
     "tfReplicaType": "MASTER",

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dlk8s.workqueue import ShutDownError, WorkQueue
+from dlk8s.runtime.workqueue import ShutDownError, WorkQueue
 
 
 def test_adding_a_waiting_key_twice_queues_it_once() -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Final
 
-from dlk8s.api import (
+from dlk8s.job.api import (
     LABEL_JOB_KIND,
     LABEL_REPLICA_TYPE,
     LABEL_RUNTIME_ID,
@@ -26,7 +26,7 @@ from dlk8s.api import (
     as_list,
     dig,
 )
-from dlk8s.children import (
+from dlk8s.job.children import (
     DEPLOYMENT,
     SERVICE,
     cluster_spec,
@@ -36,11 +36,11 @@ from dlk8s.children import (
     manifest,
     name_of,
 )
-from dlk8s.config import GRPC_SERVER_SCRIPT_KEY
-from dlk8s.env import cluster_config, set_env
-from dlk8s.kinds.replicaspecs import replica_specs_kind
-from dlk8s.naming import grpc_server_configmap_name, tensorboard_name
-from dlk8s.validation import (
+from dlk8s.job.config import GRPC_SERVER_SCRIPT_KEY
+from dlk8s.job.env import cluster_config, set_env
+from dlk8s.job.kinds.replicaspecs import replica_specs_kind
+from dlk8s.job.naming import grpc_server_configmap_name, tensorboard_name
+from dlk8s.job.validation import (
     ReplicaRules,
     objects_with_names_problems,
     optional_string_problems,

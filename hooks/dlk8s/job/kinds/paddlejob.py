@@ -80,8 +80,8 @@ import copy
 from decimal import ROUND_FLOOR
 from typing import Any, Final
 
-from dlk8s.actions import Action, Event, Patch
-from dlk8s.api import (
+from dlk8s.job.actions import Action, Event, Patch
+from dlk8s.job.api import (
     MAX_REPLICAS,
     JobContext,
     Kind,
@@ -95,10 +95,10 @@ from dlk8s.api import (
     dig,
     is_int,
 )
-from dlk8s.children import containers_named, is_terminating, name_of, replica_key
-from dlk8s.env import set_env
-from dlk8s.naming import label_value
-from dlk8s.resources import cpu_cores, gpu_count, is_quantity
+from dlk8s.job.children import containers_named, is_terminating, name_of, replica_key
+from dlk8s.job.env import set_env
+from dlk8s.job.naming import label_value
+from dlk8s.job.resources import cpu_cores, gpu_count, is_quantity
 
 KIND: Final = "PaddleJob"
 MASTER: Final = "MASTER"

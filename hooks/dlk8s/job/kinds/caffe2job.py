@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from dlk8s.api import (
+from dlk8s.job.api import (
     GROUP,
     JobContext,
     Obj,
@@ -33,11 +33,11 @@ from dlk8s.api import (
     dig,
     is_int,
 )
-from dlk8s.children import containers_named, headless_service, service_dns
-from dlk8s.env import cluster_config, set_env
-from dlk8s.kinds.replicaspecs import replica_specs_kind
-from dlk8s.naming import child_name, label_value
-from dlk8s.validation import ReplicaRules, optional_string_problems
+from dlk8s.job.children import containers_named, headless_service, service_dns
+from dlk8s.job.env import cluster_config, set_env
+from dlk8s.job.kinds.replicaspecs import replica_specs_kind
+from dlk8s.job.naming import child_name, label_value
+from dlk8s.job.validation import ReplicaRules, optional_string_problems
 
 MASTER, WORKER = "MASTER", "WORKER"
 CONTAINER: Final = "caffe2"

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from dlk8s.api import JobContext, Obj, Slot
-from dlk8s.children import containers_named, service_host
-from dlk8s.env import set_env
-from dlk8s.kinds.replicaspecs import replica_specs_kind
-from dlk8s.validation import ReplicaRules
+from dlk8s.job.api import JobContext, Obj, Slot
+from dlk8s.job.children import containers_named, service_host
+from dlk8s.job.env import set_env
+from dlk8s.job.kinds.replicaspecs import replica_specs_kind
+from dlk8s.job.validation import ReplicaRules
 
 SCHEDULER, SERVER, WORKER = "SCHEDULER", "SERVER", "WORKER"
 # The SCHEDULER, listed first, decides the job through its container mxnet.

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dlk8s.api import Kind, Obj, Replica, replicas_from_specs
-from dlk8s.validation import ReplicaRules, replica_specs_problems
+from dlk8s.job.api import Kind, Obj, Replica, replicas_from_specs
+from dlk8s.job.validation import ReplicaRules, replica_specs_problems
 
 
 def _nothing_more(job: Obj) -> list[str]:

@@ -28,8 +28,7 @@ from typing import Any, Final
 from kubernetes.informer import ADDED, DELETED, MODIFIED
 from prometheus_client import Counter, Histogram
 
-from dlk8s.api import API_VERSION
-from dlk8s.autoscaler import (
+from dlk8s.autoscaler.plan import (
     DEFAULT_MAX_LOAD,
     Change,
     Plan,
@@ -38,8 +37,9 @@ from dlk8s.autoscaler import (
     plan,
     pod_from_manifest,
 )
-from dlk8s.kinds.paddlejob import ANNOTATION_TRAINERS, ANNOTATION_TRAINERS_REASON, KIND
-from dlk8s.kube import ApiError, Kube, Resource, has_synced, register, resource_for
+from dlk8s.job.api import API_VERSION
+from dlk8s.job.kinds.paddlejob import ANNOTATION_TRAINERS, ANNOTATION_TRAINERS_REASON, KIND
+from dlk8s.runtime.client import ApiError, Kube, Resource, has_synced, register, resource_for
 
 log = logging.getLogger(__name__)
 

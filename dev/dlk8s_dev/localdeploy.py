@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from dlk8s.localcluster import REPO_ROOT, ClusterError, LocalCluster, free_port
+from dlk8s_dev.localcluster import REPO_ROOT, ClusterError, LocalCluster, free_port
 
 CHART = REPO_ROOT / "charts" / "dlk8s"
 LOCAL_VALUES = REPO_ROOT / "values" / "local.yaml"
@@ -162,7 +162,7 @@ class OperatorProcess:
         env.pop("KUBECONFIG", None)
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "dlk8s.main", "--kubeconfig", str(kubeconfig), "run",
+                [sys.executable, "-m", "dlk8s.cli.main", "--kubeconfig", str(kubeconfig), "run",
                  *self.args],
                 env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,

@@ -45,10 +45,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from dlk8s import naming
-from dlk8s.accelerators import inject_accelerators
-from dlk8s.actions import Action, Create, DeleteJob, Event, delete_of
-from dlk8s.api import (
+from dlk8s.job import naming
+from dlk8s.job.accelerators import inject_accelerators
+from dlk8s.job.actions import Action, Create, DeleteJob, Event, delete_of
+from dlk8s.job.api import (
     ANNOTATION_RESTART_COUNT,
     CleanPodPolicy,
     ConditionType,
@@ -70,7 +70,7 @@ from dlk8s.api import (
     run_policy,
     to_utc,
 )
-from dlk8s.children import (
+from dlk8s.job.children import (
     CONFIG_MAP,
     DEPLOYMENT,
     POD,
@@ -82,9 +82,9 @@ from dlk8s.children import (
     pod_for_slot,
     replica_key,
 )
-from dlk8s.config import ControllerConfig
-from dlk8s.kinds import KINDS, lookup
-from dlk8s.policy import (
+from dlk8s.job.config import ControllerConfig
+from dlk8s.job.kinds import KINDS, lookup
+from dlk8s.job.policy import (
     PENDING,
     Decision,
     PodOutcome,
@@ -98,7 +98,7 @@ from dlk8s.policy import (
     restart_delay,
     set_condition,
 )
-from dlk8s.validation import metadata_problems, run_policy_problems
+from dlk8s.job.validation import metadata_problems, run_policy_problems
 
 __all__ = ["Observed", "Result", "reconcile"]
 

@@ -28,7 +28,7 @@ from kubernetes.informer.cache import ObjectCache
 from kubernetes.leaderelection import electionconfig, leaderelection
 from kubernetes.leaderelection.resourcelock.leaselock import LeaseLock
 
-from dlk8s import metrics
+from dlk8s.runtime import metrics
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dlk8s.api import (
+from dlk8s.job.api import (
     MAX_REPLICAS,
     CleanPodPolicy,
     Obj,

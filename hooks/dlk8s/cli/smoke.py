@@ -12,8 +12,8 @@ import time
 import uuid
 from typing import Any
 
-from dlk8s.api import API_VERSION
-from dlk8s.kube import ApiError, Kube, load_api_client
+from dlk8s.job.api import API_VERSION
+from dlk8s.runtime.client import ApiError, Kube, load_api_client
 
 log = logging.getLogger(__name__)
 

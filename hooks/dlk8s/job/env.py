@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
-from dlk8s.api import JobContext, Obj, Slot, as_list
-from dlk8s.children import cluster_spec
+from dlk8s.job.api import JobContext, Obj, Slot, as_list
+from dlk8s.job.children import cluster_spec
 
 
 def set_env(container: Obj, values: Mapping[str, str]) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from dlk8s.api import Obj, as_dict, as_list
-from dlk8s.config import Accelerator, AcceleratorVolume
-from dlk8s.env import add_env_defaults
+from dlk8s.job.api import Obj, as_dict, as_list
+from dlk8s.job.config import Accelerator, AcceleratorVolume
+from dlk8s.job.env import add_env_defaults
 
 
 def inject_accelerators(pod_spec: Obj, accelerators: Mapping[str, Accelerator]) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, TypeGuard, TypeVar
 
-from dlk8s.config import ControllerConfig
+from dlk8s.job.config import ControllerConfig
 
 Obj = dict[str, Any]
 T = TypeVar("T")
@@ -363,7 +363,7 @@ class Kind:
     extras: Callable[[JobContext], list[Obj]] = _no_extras
     preflight: Callable[[JobContext, Observed], list[str]] = _no_problems
     status_fields: Callable[[Obj, Obj, str], Obj] = _no_status_fields
-    # Returns actions (dlk8s.actions.Action); typed Any to keep api free of imports.
+    # Returns actions (dlk8s.job.actions.Action); typed Any to keep api free of imports.
     update_children: Callable[[JobContext, Observed], list[Any]] = _no_updates
 
     def deciding_role(self, replicas: Sequence[Replica]) -> str | None:

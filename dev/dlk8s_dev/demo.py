@@ -21,13 +21,13 @@ from pathlib import Path
 
 import yaml
 
-from dlk8s.localcluster import (
+from dlk8s_dev.localcluster import (
     EXIT_CODE_ANNOTATION,
     REPO_ROOT,
     RUN_DURATION_ANNOTATION,
     LocalCluster,
 )
-from dlk8s.localdeploy import OperatorProcess, install_chart
+from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
 SEED_EXAMPLES = (
     "tfjob.yaml",

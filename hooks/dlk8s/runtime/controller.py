@@ -18,8 +18,7 @@ from typing import Any, Protocol
 
 from kubernetes.informer import ADDED, DELETED, MODIFIED
 
-from dlk8s import metrics
-from dlk8s.actions import (
+from dlk8s.job.actions import (
     MAX_EVENT_MESSAGE,
     Action,
     Create,
@@ -29,14 +28,15 @@ from dlk8s.actions import (
     Patch,
     merge_events,
 )
-from dlk8s.api import API_VERSION, LABEL_JOB_NAME, Observed, Reason
-from dlk8s.children import controlled_by
-from dlk8s.config import ControllerConfig
-from dlk8s.expectations import Change, Expectations
-from dlk8s.kinds import KINDS
-from dlk8s.kube import ApiError, Kube, Resource, register, resource_for, wait_synced
-from dlk8s.reconcile import reconcile
-from dlk8s.workqueue import ShutDownError, WorkQueue
+from dlk8s.job.api import API_VERSION, LABEL_JOB_NAME, Observed, Reason
+from dlk8s.job.children import controlled_by
+from dlk8s.job.config import ControllerConfig
+from dlk8s.job.kinds import KINDS
+from dlk8s.job.reconcile import reconcile
+from dlk8s.runtime import metrics
+from dlk8s.runtime.client import ApiError, Kube, Resource, register, resource_for, wait_synced
+from dlk8s.runtime.expectations import Change, Expectations
+from dlk8s.runtime.workqueue import ShutDownError, WorkQueue
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Final
 
-from dlk8s.api import (
+from dlk8s.job.api import (
     ANNOTATION_RESTART_COUNT,
     API_VERSION,
     LABEL_JOB_KIND,
@@ -26,7 +26,7 @@ from dlk8s.api import (
     as_list,
     dig,
 )
-from dlk8s.naming import label_value
+from dlk8s.job.naming import label_value
 
 # (apiVersion, kind) of each child type.
 POD: Final = ("v1", "Pod")

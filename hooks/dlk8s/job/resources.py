@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Final
 
-from dlk8s.api import as_dict, as_list
+from dlk8s.job.api import as_dict, as_list
 
 CPU: Final = "cpu"
 MEMORY: Final = "memory"

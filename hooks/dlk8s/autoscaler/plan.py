@@ -3,7 +3,7 @@
 plan(nodes, pods, jobs) takes the cluster as the API shows it (the nodes'
 allocatable resources, every pod that has not terminated, the elastic
 PaddleJobs) and returns new trainer counts. The I/O side
-(autoscaler_loop.py) feeds it from watches and writes each change to the
+(autoscaler.loop) feeds it from watches and writes each change to the
 job's annotation dlk8s.io/trainers, which the reconciler applies.
 
 What it does, in order, on a simulated copy of the cluster:
@@ -46,7 +46,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from dlk8s.api import (
+from dlk8s.job.api import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
     as_dict,
@@ -54,8 +54,8 @@ from dlk8s.api import (
     as_str,
     dig,
 )
-from dlk8s.kinds.paddlejob import KIND, TRAINER, is_elastic, trainer_bounds, trainer_count
-from dlk8s.resources import Resources, container_requests, from_list, pod_requests
+from dlk8s.job.kinds.paddlejob import KIND, TRAINER, is_elastic, trainer_bounds, trainer_count
+from dlk8s.job.resources import Resources, container_requests, from_list, pod_requests
 
 DEFAULT_MAX_LOAD: Final = 0.97
 _TRAINER_ROLE: Final = TRAINER.lower()

@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from dlk8s.api import CONDITION_ORDER, Obj, RestartPolicy, as_dict, as_int, as_list, dig, parse_time
+from dlk8s.job.api import (
+    CONDITION_ORDER,
+    Obj,
+    RestartPolicy,
+    as_dict,
+    as_int,
+    as_list,
+    dig,
+    parse_time,
+)
 
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"

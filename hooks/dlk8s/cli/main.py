@@ -12,12 +12,13 @@ import threading
 import uuid
 from collections.abc import Sequence
 
-from dlk8s import logs, metrics, smoke
-from dlk8s.autoscaler_loop import AutoscalerLoop
-from dlk8s.config import load_config
-from dlk8s.controller import Controller
-from dlk8s.kinds.paddlejob import PADDLEJOB
-from dlk8s.kube import Kube, load_api_client
+from dlk8s.autoscaler.loop import AutoscalerLoop
+from dlk8s.cli import smoke
+from dlk8s.job.config import load_config
+from dlk8s.job.kinds.paddlejob import PADDLEJOB
+from dlk8s.runtime import logs, metrics
+from dlk8s.runtime.client import Kube, load_api_client
+from dlk8s.runtime.controller import Controller
 
 log = logging.getLogger("dlk8s")
 
