@@ -1,4 +1,4 @@
-"""reconcile never raises and never builds from an unusable spec.
+"""reconcile never fails on input and never builds from an unusable spec.
 
 Property-style: every field of a rich valid job (and of its status and
 observed pods) is in turn replaced by malformed values or removed, and each

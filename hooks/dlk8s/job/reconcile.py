@@ -117,16 +117,10 @@ class Result:
 
 
 def reconcile(job: Obj, observed: Observed, config: ControllerConfig, now: datetime) -> Result:
-    """Never raises: a bug shows as a Warning event and an unchanged status."""
-    try:
-        return _reconcile(as_dict(job), observed, config, to_utc(now))
-    except Exception as err:
-        _log.exception("reconcile failed for %s", dig(job, "metadata", "name"))
-        status = dig(job, "status")
-        message = f"dlk8s could not reconcile this job ({type(err).__name__}: {err}); retrying"
-        return Result(
-            [Event(WARNING, Reason.INTERNAL_ERROR, message)], copy.deepcopy(as_dict(status)), None
-        )
+    """Any input gives a Result: a spec the kinds cannot use fails the job as
+    InvalidSpec. An exception from here is a bug in dlk8s, never the user's;
+    the controller retries it with back-off and reports it (event, metric)."""
+    return _reconcile(as_dict(job), observed, config, to_utc(now))
 
 
 @dataclass(frozen=True)
