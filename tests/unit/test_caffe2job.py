@@ -19,8 +19,9 @@ from dlk8s.job import naming
 from dlk8s.job.actions import Create, Event
 from dlk8s.job.config import parse_config
 from dlk8s.job.reconcile import Observed, reconcile
-from tests.unit.test_reconcile import NOW, World, condition, creates, deletes
-from tests.unit.test_reconcile_invalid import check, mutations
+
+from .malformed import check, mutations
+from .worlds import NOW, World, condition, creates, deletes
 
 UID = "c2c2c2c2-0000-4000-8000-00000000c002"
 RUNTIME_ID = naming.runtime_id(UID)

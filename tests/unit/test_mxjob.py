@@ -18,8 +18,9 @@ from dlk8s.job import naming
 from dlk8s.job.actions import Create, Event
 from dlk8s.job.config import parse_config
 from dlk8s.job.reconcile import Observed, reconcile
-from tests.unit.test_reconcile import NOW, World, condition, creates, deletes, events
-from tests.unit.test_reconcile_invalid import check, mutations
+
+from .malformed import check, mutations
+from .worlds import NOW, World, condition, creates, deletes, events
 
 UID = "0b7e5c1e-0000-4000-8000-00000000a001"
 RUNTIME_ID = naming.runtime_id(UID)

@@ -13,9 +13,10 @@ from typing import Any
 
 from dlk8s.job.actions import Create, Event, Patch
 from dlk8s.job.config import parse_config
+from dlk8s.job.kinds.paddlejob import TrainerDecision, scale_reason, trainer_count
 from dlk8s.job.reconcile import Result
 
-from .test_reconcile import World, creates, deletes, events
+from .worlds import World, creates, deletes, events
 
 CONFIG = parse_config({})
 UID = "0c1d2e3f-0000-4000-8000-0000000000aa"
@@ -405,3 +406,15 @@ def test_malformed_jobs_and_pods_never_raise() -> None:
             a for a in result.actions if isinstance(a, Event) and a.reason == "InternalError"
         ]
         assert internal == [], internal
+
+
+def test_a_trainer_decision_travels_on_the_job_and_its_reason_only_with_its_count() -> None:
+    decision = TrainerDecision(4, "room for 2 more trainers of 1 GPU")
+    job = {"metadata": {"annotations": decision.annotations()}}
+    assert trainer_count({**edl_example(), **job}) == 4
+    assert scale_reason(job, 4) == "room for 2 more trainers of 1 GPU"
+    # A user who sets another count by hand does not get the autoscaler's reason.
+    job["metadata"]["annotations"]["dlk8s.io/trainers"] = "3"
+    assert scale_reason(job, 3) == "set by the dlk8s.io/trainers annotation"
+    long = TrainerDecision(2, "x" * 5000).annotations()["dlk8s.io/trainers-reason"]
+    assert len(long) == 1000

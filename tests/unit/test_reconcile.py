@@ -1,178 +1,35 @@
 """The reconcile engine on a TFJob, against a small in-memory world.
 
-The world plays the I/O side: it executes the actions (creates get a uid and
-start Pending, deletes honour the uid precondition), writes the status, and
-lets a test move pods through their phases. Expected values are written by
-hand from the semantics, never copied from an output.
+The world (tests/unit/worlds.py) plays the I/O side. Expected values are
+written by hand from the semantics, never copied from an output.
 """
 
 from __future__ import annotations
 
 import copy
-import itertools
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import pytest
 
 from dlk8s.job import naming
 from dlk8s.job.actions import Create, Delete, DeleteJob, Event
 from dlk8s.job.config import parse_config
-from dlk8s.job.reconcile import Observed, Result, reconcile
 
-NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
-STAMP = "2026-03-01T12:00:00Z"
-UID = "7f3c2a9e-0000-4000-8000-000000000001"
-CONFIG = parse_config(
-    {"tfImage": "tensorflow/tensorflow:2.16.1"}, grpc_server_script="print('ps')\n"
+from .worlds import (
+    CONFIG,
+    CONFIGMAP,
+    NOW,
+    PODS,
+    STAMP,
+    UID,
+    World,
+    condition,
+    creates,
+    deletes,
+    events,
+    running_world,
+    tfjob,
 )
-PODS = ["example-job-master-0", "example-job-worker-0", "example-job-ps-0", "example-job-ps-1"]
-CONFIGMAP = "example-job-ps-grpc-server"
-_uids = itertools.count(1)
-
-
-def tfjob(**spec: Any) -> dict[str, Any]:
-    """The seed's example job (1 MASTER, 1 WORKER, 2 default PS)."""
-    container = {"name": "tensorflow", "image": "gcr.io/tf-on-k8s-dogfood/tf_sample:dc944ff"}
-    template = {"spec": {"containers": [container], "restartPolicy": "OnFailure"}}
-    return {
-        "apiVersion": "dlk8s.io/v1alpha1",
-        "kind": "TFJob",
-        "metadata": {"name": "example-job", "namespace": "ns", "uid": UID, "generation": 1},
-        "spec": {
-            "replicaSpecs": [
-                {"replicas": 1, "tfReplicaType": "MASTER", "template": copy.deepcopy(template)},
-                {"replicas": 1, "tfReplicaType": "WORKER", "template": copy.deepcopy(template)},
-                {"replicas": 2, "tfReplicaType": "PS"},
-            ],
-            **spec,
-        },
-    }
-
-
-@dataclass
-class World:
-    job: dict[str, Any]
-    now: datetime = NOW
-    config: Any = CONFIG
-    children: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    job_deleted: bool = False
-
-    def observed(self) -> Observed:
-        def of(kind: str) -> list[dict[str, Any]]:
-            return [copy.deepcopy(o) for (k, _), o in sorted(self.children.items()) if k == kind]
-
-        return Observed(of("Pod"), of("Service"), of("ConfigMap"), of("Deployment"))
-
-    def reconcile(self) -> Result:
-        return reconcile(copy.deepcopy(self.job), self.observed(), self.config, self.now)
-
-    def apply(self, result: Result, graceful: bool = False) -> None:
-        for action in result.actions:
-            if isinstance(action, Create):
-                self._create(copy.deepcopy(action.obj))
-            elif isinstance(action, Delete):
-                self._delete(action, graceful)
-            elif isinstance(action, DeleteJob):
-                self.job_deleted = True
-        self.job["status"] = copy.deepcopy(result.status)
-
-    def step(self, graceful: bool = False) -> Result:
-        result = self.reconcile()
-        self.apply(result, graceful)
-        return result
-
-    def settle(self, steps: int = 6) -> None:
-        """Step until a pass changes nothing (and fail if it never does)."""
-        for _ in range(steps):
-            result = self.reconcile()
-            if not result.actions and result.status == self.job.get("status"):
-                return
-            self.apply(result)
-        pytest.fail("the job did not settle")
-
-    def _create(self, obj: dict[str, Any]) -> None:
-        key = (obj["kind"], obj["metadata"]["name"])
-        if key in self.children:
-            return  # AlreadyExists counts as success
-        obj["metadata"]["uid"] = f"child-{next(_uids)}"
-        if obj["kind"] == "Pod":
-            obj["status"] = {"phase": "Pending"}
-        self.children[key] = obj
-
-    def _delete(self, action: Delete, graceful: bool) -> None:
-        obj = self.children.get((action.kind, action.name))
-        if obj is None or (action.uid is not None and obj["metadata"]["uid"] != action.uid):
-            return  # NotFound or precondition failed
-        if graceful:
-            obj["metadata"]["deletionTimestamp"] = STAMP
-        else:
-            del self.children[(action.kind, action.name)]
-
-    # --- what the cluster does to pods --------------------------------------
-
-    def pod(self, name: str) -> dict[str, Any]:
-        return self.children[("Pod", name)]
-
-    def pods(self) -> list[str]:
-        return sorted(name for kind, name in self.children if kind == "Pod")
-
-    def names(self, kind: str) -> list[str]:
-        return sorted(name for k, name in self.children if k == kind)
-
-    def run(self, *names: str) -> None:
-        for name in names or self.pods():
-            self.pod(name)["status"] = {"phase": "Running"}
-
-    def exit(
-        self, name: str, code: int, at: datetime | None = None, container: str = "tensorflow"
-    ) -> None:
-        terminated = {
-            "exitCode": code,
-            "finishedAt": (at or self.now).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
-        self.pod(name)["status"] = {
-            "phase": "Succeeded" if code == 0 else "Failed",
-            "containerStatuses": [{"name": container, "state": {"terminated": terminated}}],
-        }
-
-    def vanish(self, name: str) -> None:
-        del self.children[("Pod", name)]
-
-    def later(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
-
-
-def running_world(**spec: Any) -> World:
-    world = World(tfjob(**spec))
-    world.settle()
-    world.run()
-    world.settle()
-    return world
-
-
-def creates(result: Result, kind: str) -> list[str]:
-    return sorted(
-        a.obj["metadata"]["name"]
-        for a in result.actions
-        if isinstance(a, Create) and a.obj["kind"] == kind
-    )
-
-
-def deletes(result: Result, kind: str | None = None) -> list[str]:
-    return sorted(
-        a.name for a in result.actions if isinstance(a, Delete) and kind in (None, a.kind)
-    )
-
-
-def events(result: Result) -> list[tuple[str, str]]:
-    return [(a.type, a.reason) for a in result.actions if isinstance(a, Event)]
-
-
-def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
-    return next((c for c in status.get("conditions", []) if c["type"] == type_), None)
-
 
 # --- creation and phases -------------------------------------------------------
 

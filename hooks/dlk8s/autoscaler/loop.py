@@ -38,7 +38,7 @@ from dlk8s.autoscaler.plan import (
     pod_from_manifest,
 )
 from dlk8s.job.api import API_VERSION
-from dlk8s.job.kinds.paddlejob import ANNOTATION_TRAINERS, ANNOTATION_TRAINERS_REASON, KIND
+from dlk8s.job.kinds.paddlejob import KIND, TrainerDecision
 from dlk8s.runtime.client import ApiError, Kube, Resource, has_synced, register, resource_for
 
 log = logging.getLogger(__name__)
@@ -181,10 +181,7 @@ class AutoscalerLoop:
         patch = {
             "metadata": {
                 "uid": change.uid,
-                "annotations": {
-                    ANNOTATION_TRAINERS: str(change.new),
-                    ANNOTATION_TRAINERS_REASON: f"{change.new}: {change.reason}"[:1000],
-                },
+                "annotations": TrainerDecision(change.new, change.reason).annotations(),
             }
         }
         try:

@@ -53,6 +53,7 @@ from dlk8s.job.api import (
     as_list,
     as_str,
     dig,
+    string_map,
 )
 from dlk8s.job.kinds.paddlejob import KIND, TRAINER, is_elastic, trainer_bounds, trainer_count
 from dlk8s.job.resources import Resources, container_requests, from_list, pod_requests
@@ -200,7 +201,7 @@ def node_from_manifest(obj: object) -> Node | None:
     return Node(
         name=name,
         allocatable=from_list(dig(obj, "status", "allocatable")),
-        labels=_string_map(dig(obj, "metadata", "labels")),
+        labels=string_map(dig(obj, "metadata", "labels")),
         taints=taints,
         schedulable=dig(obj, "spec", "unschedulable") is not True,
     )
@@ -243,7 +244,7 @@ def pod_from_manifest(obj: object) -> Pod | None:
         role=as_str(labels.get(LABEL_REPLICA_TYPE)),
         index=int(index) if index.isascii() and index.isdigit() and len(index) < 8 else -1,
         created=as_str(meta.get("creationTimestamp")),
-        node_selector=_string_map(spec.get("nodeSelector")),
+        node_selector=string_map(spec.get("nodeSelector")),
         tolerations=tolerations,
     )
 
@@ -279,10 +280,6 @@ def job_from_manifest(obj: object) -> ElasticJob | None:
     )
 
 
-def _string_map(value: object) -> dict[str, str]:
-    return {k: v for k, v in as_dict(value).items() if isinstance(k, str) and isinstance(v, str)}
-
-
 # --- the simulation ---------------------------------------------------------------------
 
 
@@ -294,7 +291,6 @@ class _JobState:
     slots: dict[int, str | None]
     frozen: bool
     shrunk: bool = False
-    grown: bool = False
     reason: str = ""
 
     @property
@@ -417,7 +413,6 @@ class _Simulation:
         self.take(node, state.job.trainer)
         state.slots[state.target] = node
         state.target += 1
-        state.grown = True
         state.reason = reason
 
     def snapshot(self) -> tuple[Any, ...]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from dlk8s.job.api import Obj, as_dict, as_list
+from dlk8s.job.api import Obj, as_dict, as_list, as_str
 from dlk8s.job.config import Accelerator, AcceleratorVolume
 from dlk8s.job.env import add_env_defaults
 
@@ -44,8 +44,8 @@ def _requested(container: Obj) -> list[str]:
 
 def _add_mounts(container: Obj, volumes: tuple[AcceleratorVolume, ...]) -> None:
     mounts = list(as_list(container.get("volumeMounts")))
-    names = {_str(m.get("name")) for m in mounts if isinstance(m, dict)}
-    paths = {_str(m.get("mountPath")) for m in mounts if isinstance(m, dict)}
+    names = {as_str(m.get("name")) for m in mounts if isinstance(m, dict)}
+    paths = {as_str(m.get("mountPath")) for m in mounts if isinstance(m, dict)}
     for volume in volumes:
         if volume.name in names or volume.mount_path in paths:
             continue
@@ -58,14 +58,10 @@ def _add_mounts(container: Obj, volumes: tuple[AcceleratorVolume, ...]) -> None:
 
 def _add_host_paths(pod_spec: Obj, volumes: tuple[AcceleratorVolume, ...]) -> None:
     existing = list(as_list(pod_spec.get("volumes")))
-    names = {_str(v.get("name")) for v in existing if isinstance(v, dict)}
+    names = {as_str(v.get("name")) for v in existing if isinstance(v, dict)}
     for volume in volumes:
         if volume.name not in names:
             existing.append({"name": volume.name, "hostPath": {"path": volume.host_path}})
             names.add(volume.name)
     if existing:
         pod_spec["volumes"] = existing
-
-
-def _str(value: object) -> str:
-    return value if isinstance(value, str) else ""

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
-
-EventType = Literal["Normal", "Warning"]
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -47,7 +45,7 @@ class DeleteJob:
 class Event:
     """A Kubernetes Event; `involved` None means the job."""
 
-    type: EventType
+    type: str  # dlk8s.job.api.EventType
     reason: str
     message: str
     involved: dict[str, Any] | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, TypeGuard, TypeVar
+from typing import Any, Final, TypeGuard, TypeVar, cast
 
 from dlk8s.job.config import ControllerConfig
 
@@ -93,6 +93,13 @@ class Reason:
     NAME_TAKEN: Final = "NameTaken"
 
 
+class EventType:
+    """The type of a Kubernetes Event: Warning for what a user must act on."""
+
+    NORMAL: Final = "Normal"
+    WARNING: Final = "Warning"
+
+
 class CleanPodPolicy:
     RUNNING: Final = "Running"
     ALL: Final = "All"
@@ -143,6 +150,26 @@ def as_int(value: object, default: int) -> int:
 
 def as_str(value: object, default: str = "") -> str:
     return value if isinstance(value, str) else default
+
+
+def is_text(value: object) -> TypeGuard[str]:
+    """A non-empty string: what a name, a path or a host must be."""
+    return isinstance(value, str) and value != ""
+
+
+def string_map(value: object) -> dict[str, str]:
+    """The string-to-string entries of a mapping (labels, annotations)."""
+    return {k: v for k, v in as_dict(value).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def is_string_map(value: object) -> bool:
+    return isinstance(value, dict) and len(string_map(value)) == len(value)
+
+
+def show(value: object) -> str:
+    """A value as a message quotes it: its repr, cut to 40 characters."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def format_time(moment: datetime) -> str:
@@ -283,7 +310,7 @@ class JobContext:
     def remember(self, key: str, compute: Callable[[], T]) -> T:
         if key not in self.memo:
             self.memo[key] = compute()
-        return self.memo[key]  # type: ignore[no-any-return]
+        return cast(T, self.memo[key])
 
     def pod_count(self, *roles: str) -> int:
         """How many pods the spec asks for in these roles (all roles if none given)."""

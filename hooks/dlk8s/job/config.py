@@ -147,16 +147,16 @@ def _accelerator(resource: str, value: object) -> Accelerator:
         raise ConfigError(f"{where}: must be a mapping with volumes and envVars")
     volumes = tuple(
         _volume(f"{where}.volumes[{i}]", item)
-        for i, item in enumerate(_list(where, value, "volumes"))
+        for i, item in enumerate(_optional_list(where, value, "volumes"))
     )
     env_vars = tuple(
         _env_var(f"{where}.envVars[{i}]", item)
-        for i, item in enumerate(_list(where, value, "envVars"))
+        for i, item in enumerate(_optional_list(where, value, "envVars"))
     )
     return Accelerator(volumes=volumes, env_vars=env_vars)
 
 
-def _list(where: str, value: dict[str, Any], key: str) -> list[Any]:
+def _optional_list(where: str, value: dict[str, Any], key: str) -> list[Any]:
     items = value.get(key)
     if items is None:
         return []

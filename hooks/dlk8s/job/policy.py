@@ -136,7 +136,8 @@ def decide(outcome: PodOutcome, restart_policy: str, deciding: bool) -> str:
 
 
 def restart_delay(restart_count: int) -> float:
-    return min(BACKOFF_BASE_SECONDS * 2 ** min(restart_count, 16), BACKOFF_MAX_SECONDS)
+    doublings = min(max(restart_count, 0), 16)
+    return min(BACKOFF_BASE_SECONDS * (1 << doublings), BACKOFF_MAX_SECONDS)
 
 
 # --- replica statuses --------------------------------------------------------

@@ -52,6 +52,7 @@ from dlk8s.job.api import (
     ANNOTATION_RESTART_COUNT,
     CleanPodPolicy,
     ConditionType,
+    EventType,
     JobContext,
     Kind,
     Obj,
@@ -63,11 +64,13 @@ from dlk8s.job.api import (
     State,
     as_dict,
     as_int,
+    as_str,
     dig,
     format_time,
     is_int,
     parse_time,
     run_policy,
+    show,
     to_utc,
 )
 from dlk8s.job.children import (
@@ -104,8 +107,6 @@ __all__ = ["Observed", "Result", "reconcile"]
 
 _log = logging.getLogger(__name__)
 
-NORMAL: Final = "Normal"
-WARNING: Final = "Warning"
 _FINISHED_POD_PHASES: Final = ("Succeeded", "Failed")
 
 
@@ -156,9 +157,9 @@ def _read_job(raw: Obj, now: datetime) -> _Job:
     return _Job(
         raw=raw,
         kind=lookup(raw.get("kind")),
-        name=_text(meta.get("name")),
-        namespace=_text(meta.get("namespace")),
-        uid=_text(meta.get("uid")),
+        name=as_str(meta.get("name")),
+        namespace=as_str(meta.get("namespace")),
+        uid=as_str(meta.get("uid")),
         generation=generation,
         policy=run_policy(raw),
         prev=prev,
@@ -207,7 +208,7 @@ def _is_finished(job: _Job) -> bool:
 
 def _problems(job: _Job) -> list[str]:
     if job.kind is None:
-        return [f"kind: {_short(job.raw.get('kind'))} is not one of {', '.join(KINDS)}"]
+        return [f"kind: {show(job.raw.get('kind'))} is not one of {', '.join(KINDS)}"]
     return metadata_problems(job.raw) + run_policy_problems(job.raw) + job.kind.validate(job.raw)
 
 
@@ -247,7 +248,11 @@ def _finish(
         status["completionTime"] = job.stamp
         conditions = _verdict_conditions(conditions, verdict, job.stamp)
         actions.append(
-            Event(NORMAL if state == State.SUCCEEDED else WARNING, reason, verdict.message)
+            Event(
+                EventType.NORMAL if state == State.SUCCEEDED else EventType.WARNING,
+                reason,
+                verdict.message,
+            )
         )
     else:
         state, reason = _finished_state(job)
@@ -358,7 +363,7 @@ def _ttl(job: _Job, status: Obj) -> tuple[list[Action], float | None]:
         f"Deleting the job: it finished at {format_time(finished)}"
         f" and ttlSecondsAfterFinished is {ttl}"
     )
-    return [Event(NORMAL, Reason.TTL_EXPIRED, message), DeleteJob()], None
+    return [Event(EventType.NORMAL, Reason.TTL_EXPIRED, message), DeleteJob()], None
 
 
 # --- jobs that are not finished ------------------------------------------------
@@ -420,9 +425,11 @@ def _notices(job: _Job, restarts: int, lost: int) -> list[Action]:
     notices: list[Action] = []
     if lost:
         message = f"Recreating {lost} pod(s) deleted or lost (restarts: {restarts + lost})"
-        notices.append(Event(WARNING, Reason.RECREATING, message))
+        notices.append(Event(EventType.WARNING, Reason.RECREATING, message))
     if is_true(job.conditions, ConditionType.SUSPENDED):
-        notices.append(Event(NORMAL, Reason.RESUMED, "Resuming the job: creating its pods"))
+        notices.append(
+            Event(EventType.NORMAL, Reason.RESUMED, "Resuming the job: creating its pods")
+        )
     return notices
 
 
@@ -544,7 +551,7 @@ def _restarts(
             waits.append((due - now).total_seconds())
             continue
         message = f"Restarting {view.label}: {_detail(view)}; deleting pod {view.slot.name}"
-        actions += [delete_of(view.pod, *POD), Event(WARNING, Reason.RESTARTING, message)]
+        actions += [delete_of(view.pod, *POD), Event(EventType.WARNING, Reason.RESTARTING, message)]
     return actions, waits
 
 
@@ -656,7 +663,9 @@ def _suspended(
     """Suspended, or resumed while the suspension's pods are still going away."""
     actions: list[Action] = []
     if not is_true(job.conditions, ConditionType.SUSPENDED):
-        actions.append(Event(NORMAL, Reason.SUSPENDED, "Suspending the job: deleting its pods"))
+        actions.append(
+            Event(EventType.NORMAL, Reason.SUSPENDED, "Suspending the job: deleting its pods")
+        )
     for pod in owned.pods:
         if not is_terminating(pod):
             actions += _delete(pod, POD, "the job is suspended")
@@ -695,7 +704,7 @@ def _blocked(
     message = "; ".join(problems)
     actions: list[Action] = []
     if job.prev.get("reason") != Reason.CONFIG_ERROR:
-        actions.append(Event(WARNING, Reason.CONFIG_ERROR, message))
+        actions.append(Event(EventType.WARNING, Reason.CONFIG_ERROR, message))
     phase = job.prev.get("phase")
     status = _carried(job, restarts) | {
         "state": State.RUNNING,
@@ -748,13 +757,13 @@ def _outcomes(pods: Iterable[Obj], container: str) -> list[PodOutcome]:
 
 def _create(obj: Obj) -> list[Action]:
     what = f"{obj['kind'].lower()} {obj['metadata']['name']}"
-    return [Create(obj), Event(NORMAL, Reason.CREATE, f"Created {what}")]
+    return [Create(obj), Event(EventType.NORMAL, Reason.CREATE, f"Created {what}")]
 
 
 def _delete(obj: Obj, api_kind: tuple[str, str], why: str) -> list[Action]:
     delete = delete_of(obj, *api_kind)
     message = f"Deleted {api_kind[1].lower()} {delete.name}: {why}"
-    return [delete, Event(NORMAL, Reason.DELETE, message)]
+    return [delete, Event(EventType.NORMAL, Reason.DELETE, message)]
 
 
 def _later(moment: datetime, seconds: float) -> datetime:
@@ -767,12 +776,3 @@ def _later(moment: datetime, seconds: float) -> datetime:
 
 def _valid_time(value: object) -> str | None:
     return value if isinstance(value, str) and parse_time(value) is not None else None
-
-
-def _text(value: object) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _short(value: object) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:37] + "..."

@@ -104,9 +104,6 @@ class Resources:
     def __sub__(self, other: Resources) -> Resources:
         return Resources(self.cpu - other.cpu, self.memory - other.memory, self.gpu - other.gpu)
 
-    def times(self, n: int) -> Resources:
-        return Resources(self.cpu * n, self.memory * n, self.gpu * n)
-
     def fits_in(self, room: Resources) -> bool:
         return self.cpu <= room.cpu and self.memory <= room.memory and self.gpu <= room.gpu
 
@@ -114,10 +111,6 @@ class Resources:
         return Resources(
             max(self.cpu, other.cpu), max(self.memory, other.memory), max(self.gpu, other.gpu)
         )
-
-    @property
-    def empty(self) -> bool:
-        return self.cpu <= 0 and self.memory <= 0 and self.gpu <= 0
 
 
 def from_list(items: object) -> Resources:

@@ -18,10 +18,15 @@ from dlk8s.job.api import (
     Obj,
     RestartPolicy,
     as_int,
+    as_list,
     dig,
     is_int,
+    is_string_map,
+    is_text,
     role_of,
+    show,
 )
+from dlk8s.job.resources import is_quantity
 
 _CONTAINER_LISTS = ("containers", "initContainers")
 
@@ -33,7 +38,7 @@ def metadata_problems(job: Obj) -> list[str]:
     return [
         f"metadata.{key}: must be a non-empty string"
         for key in ("name", "namespace", "uid")
-        if not _text(meta.get(key))
+        if not is_text(meta.get(key))
     ]
 
 
@@ -44,16 +49,16 @@ def run_policy_problems(job: Obj) -> list[str]:
     if not isinstance(policy, dict):
         return ["spec.runPolicy: must be an object"]
     path = "spec.runPolicy"
-    problems = _one_of(
+    problems = one_of(
         f"{path}.cleanPodPolicy", policy.get("cleanPodPolicy"), CleanPodPolicy.ALLOWED
     )
-    problems += _int_at_least(
+    problems += int_at_least(
         f"{path}.ttlSecondsAfterFinished", policy.get("ttlSecondsAfterFinished"), 0
     )
-    problems += _int_at_least(
+    problems += int_at_least(
         f"{path}.activeDeadlineSeconds", policy.get("activeDeadlineSeconds"), 1
     )
-    problems += _int_at_least(f"{path}.backoffLimit", policy.get("backoffLimit"), 0)
+    problems += int_at_least(f"{path}.backoffLimit", policy.get("backoffLimit"), 0)
     if policy.get("suspend") not in (None, True, False):
         problems.append(f"{path}.suspend: must be true or false")
     return problems
@@ -112,14 +117,11 @@ def _replica_problems(path: str, entry: object, rules: ReplicaRules) -> list[str
     problems = []
     if role not in rules.roles:
         allowed = ", ".join(rules.roles)
-        problems.append(f"{path}.{rules.role_field}: must be one of {allowed} (got {_show(role)})")
-    replicas = entry.get("replicas")
-    if replicas is not None and not (is_int(replicas) and 0 <= replicas <= MAX_REPLICAS):
-        problems.append(f"{path}.replicas: must be an integer from 0 to {MAX_REPLICAS}")
-    port = entry.get(rules.port_field) if rules.port_field else None
-    if port is not None and not (is_int(port) and 1 <= port <= 65535):
-        problems.append(f"{path}.{rules.port_field}: must be an integer from 1 to 65535")
-    problems += _one_of(f"{path}.restartPolicy", entry.get("restartPolicy"), RestartPolicy.ALLOWED)
+        problems.append(f"{path}.{rules.role_field}: must be one of {allowed} (got {show(role)})")
+    problems += int_between(f"{path}.replicas", entry.get("replicas"), 0, MAX_REPLICAS)
+    if rules.port_field:
+        problems += port_problems(f"{path}.{rules.port_field}", entry.get(rules.port_field))
+    problems += one_of(f"{path}.restartPolicy", entry.get("restartPolicy"), RestartPolicy.ALLOWED)
     return problems + _template_problems(
         path, entry.get("template"), role in rules.defaultable_roles, rules
     )
@@ -138,7 +140,7 @@ def _template_problems(
     if not isinstance(spec, dict):
         return [*problems, f"{path}.spec: must be an object"]
     problems += pod_spec_problems(f"{path}.spec", spec)
-    names = [c.get("name") for c in _list(spec.get("containers")) if isinstance(c, dict)]
+    names = [c.get("name") for c in as_list(spec.get("containers")) if isinstance(c, dict)]
     if not defaultable and rules.container not in names:
         problems.append(f'{path}.spec.containers: no container named "{rules.container}"')
     return problems
@@ -152,7 +154,7 @@ def _template_metadata_problems(path: str, meta: object) -> list[str]:
     return [
         f"{path}.{key}: must map strings to strings"
         for key in ("labels", "annotations")
-        if meta.get(key) is not None and not _string_map(meta.get(key))
+        if meta.get(key) is not None and not is_string_map(meta.get(key))
     ]
 
 
@@ -168,7 +170,7 @@ def pod_spec_problems(path: str, spec: Obj) -> list[str]:
         if items is not None and not isinstance(items, list):
             problems.append(f"{path}.{key}: must be a list")
             continue
-        for index, container in enumerate(_list(items)):
+        for index, container in enumerate(as_list(items)):
             problems += container_problems(f"{path}.{key}[{index}]", container, seen)
     return problems + objects_with_names_problems(f"{path}.volumes", spec.get("volumes"))
 
@@ -186,7 +188,7 @@ def container_problems(path: str, container: object, seen: set[str]) -> list[str
         seen.add(name)
     problems += objects_with_names_problems(f"{path}.env", container.get("env"))
     problems += volume_mounts_problems(f"{path}.volumeMounts", container.get("volumeMounts"))
-    return problems + _resources_problems(f"{path}.resources", container.get("resources"))
+    return problems + resources_problems(f"{path}.resources", container.get("resources"))
 
 
 def objects_with_names_problems(path: str, items: object) -> list[str]:
@@ -198,7 +200,7 @@ def objects_with_names_problems(path: str, items: object) -> list[str]:
     return [
         f"{path}[{index}]: must be an object with a non-empty string name"
         for index, item in enumerate(items)
-        if not (isinstance(item, dict) and _text(item.get("name")))
+        if not (isinstance(item, dict) and is_text(item.get("name")))
     ]
 
 
@@ -206,21 +208,32 @@ def volume_mounts_problems(path: str, mounts: object) -> list[str]:
     problems = objects_with_names_problems(path, mounts)
     return problems + [
         f"{path}[{index}].mountPath: must be a non-empty string"
-        for index, mount in enumerate(_list(mounts))
-        if isinstance(mount, dict) and not _text(mount.get("mountPath"))
+        for index, mount in enumerate(as_list(mounts))
+        if isinstance(mount, dict) and not is_text(mount.get("mountPath"))
     ]
 
 
-def _resources_problems(path: str, resources: object) -> list[str]:
+def resources_problems(path: str, resources: object) -> list[str]:
+    """Requests and limits: objects whose values are quantities (the
+    autoscaler and the default containers read them)."""
     if resources is None:
         return []
     if not isinstance(resources, dict):
         return [f"{path}: must be an object"]
-    return [
-        f"{path}.{key}: must be an object"
-        for key in ("limits", "requests")
-        if resources.get(key) is not None and not isinstance(resources.get(key), dict)
-    ]
+    problems = []
+    for key in ("limits", "requests"):
+        items = resources.get(key)
+        if items is None:
+            continue
+        if not isinstance(items, dict):
+            problems.append(f"{path}.{key}: must be an object")
+            continue
+        problems += [
+            f"{path}.{key}.{name}: {show(value)} is not a quantity"
+            for name, value in items.items()
+            if not isinstance(name, str) or not is_quantity(value)
+        ]
+    return problems
 
 
 def _role_count_problems(specs: list[object], rules: ReplicaRules) -> list[str]:
@@ -255,35 +268,27 @@ def _role_count_problems(specs: list[object], rules: ReplicaRules) -> list[str]:
 
 
 def optional_string_problems(path: str, value: object) -> list[str]:
-    return [] if value is None or _text(value) else [f"{path}: must be a non-empty string"]
+    return [] if value is None or is_text(value) else [f"{path}: must be a non-empty string"]
 
 
-def _one_of(path: str, value: object, allowed: tuple[str, ...]) -> list[str]:
+def one_of(path: str, value: object, allowed: tuple[str, ...]) -> list[str]:
     if value is None or value in allowed:
         return []
-    return [f"{path}: must be one of {', '.join(allowed)} (got {_show(value)})"]
+    return [f"{path}: must be one of {', '.join(allowed)} (got {show(value)})"]
 
 
-def _int_at_least(path: str, value: object, minimum: int) -> list[str]:
+def int_at_least(path: str, value: object, minimum: int) -> list[str]:
     if value is None or (is_int(value) and value >= minimum):
         return []
     return [f"{path}: must be an integer of at least {minimum}"]
 
 
-def _show(value: object) -> str:
-    shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:37] + "..."
+def int_between(path: str, value: object, low: int, high: int) -> list[str]:
+    """An optional integer within [low, high] (None: absent, the default applies)."""
+    if value is None or (is_int(value) and low <= value <= high):
+        return []
+    return [f"{path}: must be an integer from {low} to {high}"]
 
 
-def _text(value: object) -> bool:
-    return isinstance(value, str) and value != ""
-
-
-def _string_map(value: object) -> bool:
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    )
-
-
-def _list(value: object) -> list[object]:
-    return value if isinstance(value, list) else []
+def port_problems(path: str, value: object) -> list[str]:
+    return int_between(path, value, 1, 65535)

@@ -31,13 +31,12 @@ from dlk8s.job.api import (
     as_list,
     as_str,
     dig,
-    is_int,
 )
 from dlk8s.job.children import containers_named, headless_service, service_dns
 from dlk8s.job.env import cluster_config, set_env
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
 from dlk8s.job.naming import child_name, label_value
-from dlk8s.job.validation import ReplicaRules, optional_string_problems
+from dlk8s.job.validation import ReplicaRules, optional_string_problems, port_problems
 
 MASTER, WORKER = "MASTER", "WORKER"
 CONTAINER: Final = "caffe2"
@@ -131,9 +130,7 @@ def _backend_problems(raw: object) -> list[str]:
         value = raw.get(key)
         if value is not None and not (isinstance(value, str) and value.startswith("/")):
             problems.append(f"{path}.{key}: must be an absolute path")
-    port = raw.get("redisPort")
-    if port is not None and not (is_int(port) and 1 <= port <= 65535):
-        problems.append(f"{path}.redisPort: must be an integer from 1 to 65535")
+    problems += port_problems(f"{path}.redisPort", raw.get("redisPort"))
     if kind == NFS and raw.get("nfsPath") is None:
         problems.append(f"{path}.nfsPath: is required when backendType is nfs")
     if kind == NFS and raw.get("redisHost") is not None:

@@ -77,12 +77,14 @@ recreated. A trainer removed by scaling down is not a restart.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from decimal import ROUND_FLOOR
 from typing import Any, Final
 
 from dlk8s.job.actions import Action, Event, Patch
 from dlk8s.job.api import (
     MAX_REPLICAS,
+    EventType,
     JobContext,
     Kind,
     Obj,
@@ -94,11 +96,13 @@ from dlk8s.job.api import (
     as_list,
     dig,
     is_int,
+    show,
 )
 from dlk8s.job.children import containers_named, is_terminating, name_of, replica_key
 from dlk8s.job.env import set_env
 from dlk8s.job.naming import label_value
-from dlk8s.job.resources import cpu_cores, gpu_count, is_quantity
+from dlk8s.job.resources import cpu_cores, gpu_count
+from dlk8s.job.validation import int_between, port_problems, resources_problems
 
 KIND: Final = "PaddleJob"
 MASTER: Final = "MASTER"
@@ -137,6 +141,9 @@ EDL_LABELS: Final = {
 
 ANNOTATION_TRAINERS: Final = "dlk8s.io/trainers"
 ANNOTATION_TRAINERS_REASON: Final = "dlk8s.io/trainers-reason"
+# How much of a reason the annotation keeps, and how much status and events show.
+MAX_REASON: Final = 1000
+SHOWN_REASON: Final = 300
 TRAINERS_VOLUME: Final = "dlk8s-trainers"
 TRAINERS_DIR: Final = "/etc/dlk8s"
 TRAINERS_FILE: Final = f"{TRAINERS_DIR}/trainers"
@@ -182,18 +189,45 @@ def trainer_count(job: object) -> int | None:
     return low if asked is None else min(high, max(low, asked))
 
 
+@dataclass(frozen=True)
+class TrainerDecision:
+    """A trainer count chosen for a job, and why: what the autoscaler decides
+    and what a user may write by hand, as the job's annotations carry it.
+
+    The count goes in dlk8s.io/trainers; the reason in
+    dlk8s.io/trainers-reason as "<count>: <reason>", so a reason is only
+    ever shown next to the count it was given for (a later hand-set count
+    makes a stale reason fall back to the plain explanation).
+    """
+
+    trainers: int
+    reason: str
+
+    def annotations(self) -> dict[str, str]:
+        reason = f"{self.trainers}: {self.reason}"[:MAX_REASON]
+        return {ANNOTATION_TRAINERS: str(self.trainers), ANNOTATION_TRAINERS_REASON: reason}
+
+    @staticmethod
+    def reason_on(job: object, count: int) -> str | None:
+        """The reason the job's annotation gives for `count`, if it gives one."""
+        written = dig(job, "metadata", "annotations", ANNOTATION_TRAINERS_REASON)
+        prefix = f"{count}: "
+        if isinstance(written, str) and written.startswith(prefix) and len(written) > len(prefix):
+            return written[len(prefix) :][:SHOWN_REASON]
+        return None
+
+
 def scale_reason(job: object, count: int) -> str:
     """Why the job runs `count` trainers, for status and events."""
-    reason = dig(job, "metadata", "annotations", ANNOTATION_TRAINERS_REASON)
-    prefix = f"{count}: "
-    if isinstance(reason, str) and reason.startswith(prefix) and len(reason) > len(prefix):
-        return reason[len(prefix) :][:300]
+    given = TrainerDecision.reason_on(job, count)
+    if given is not None:
+        return given
     raw = dig(job, "metadata", "annotations", ANNOTATION_TRAINERS)
     asked = requested_trainers(job)
     if raw is None:
         return "no dlk8s.io/trainers annotation: trainer.minInstance"
     if asked is None:
-        return f"dlk8s.io/trainers is not a count ({str(raw)[:40]!r}): trainer.minInstance"
+        return f"dlk8s.io/trainers is not a count ({show(raw)}): trainer.minInstance"
     if asked != count:
         return f"dlk8s.io/trainers asks for {asked}, kept within minInstance..maxInstance"
     return "set by the dlk8s.io/trainers annotation"
@@ -219,9 +253,9 @@ def validate(job: Obj) -> list[str]:
     image = spec.get("image")
     if not isinstance(image, str) or not image:
         problems.append("spec.image: must be a non-empty string")
-    problems += _int_problems("spec.port", spec.get("port"), 1, 65535)
-    problems += _int_problems("spec.portsNum", spec.get("portsNum"), 1, 65535)
-    problems += _int_problems("spec.portsNumForSparse", spec.get("portsNumForSparse"), 0, 65535)
+    problems += port_problems("spec.port", spec.get("port"))
+    problems += int_between("spec.portsNum", spec.get("portsNum"), 1, 65535)
+    problems += int_between("spec.portsNumForSparse", spec.get("portsNumForSparse"), 0, 65535)
     if not problems:
         last = (
             _int_field(spec, "port", DEFAULT_PORT)
@@ -242,7 +276,7 @@ def validate(job: Obj) -> list[str]:
         if not isinstance(master, dict):
             problems.append("spec.master: must be an object")
         else:
-            problems += _resources_problems("spec.master.resources", master.get("resources"))
+            problems += resources_problems("spec.master.resources", master.get("resources"))
     if is_elastic(job) and not _fault_tolerant(job):
         problems.append(
             "spec.faultTolerant: must be true when spec.trainer.minInstance is below"
@@ -261,12 +295,12 @@ def _trainer_problems(trainer: object) -> list[str]:
         problems.append(f"{path}.entrypoint: must be a non-empty string")
     if trainer.get("workspace") is not None and not isinstance(trainer.get("workspace"), str):
         problems.append(f"{path}.workspace: must be a string")
-    problems += _int_problems(f"{path}.passes", trainer.get("passes"), 1, 2**31 - 1)
+    problems += int_between(f"{path}.passes", trainer.get("passes"), 1, 2**31 - 1)
     problems += _bounds_problems(path, trainer)
     low, high = trainer.get("minInstance"), trainer.get("maxInstance")
     if not problems and is_int(low) and is_int(high) and low > high:
         problems.append(f"{path}.minInstance: must not exceed {path}.maxInstance")
-    return problems + _resources_problems(f"{path}.resources", trainer.get("resources"))
+    return problems + resources_problems(f"{path}.resources", trainer.get("resources"))
 
 
 def _pserver_problems(pserver: object) -> list[str]:
@@ -279,7 +313,7 @@ def _pserver_problems(pserver: object) -> list[str]:
         problems.append(
             f"{path}.maxInstance: must equal {path}.minInstance (pservers do not scale)"
         )
-    return problems + _resources_problems(f"{path}.resources", pserver.get("resources"))
+    return problems + resources_problems(f"{path}.resources", pserver.get("resources"))
 
 
 def _bounds_problems(path: str, block: Obj) -> list[str]:
@@ -289,34 +323,7 @@ def _bounds_problems(path: str, block: Obj) -> list[str]:
         if value is None:
             problems.append(f"{path}.{key}: is required")
         else:
-            problems += _int_problems(f"{path}.{key}", value, 1, MAX_REPLICAS)
-    return problems
-
-
-def _int_problems(path: str, value: object, low: int, high: int) -> list[str]:
-    if value is None or (is_int(value) and low <= value <= high):
-        return []
-    return [f"{path}: must be an integer from {low} to {high}"]
-
-
-def _resources_problems(path: str, resources: object) -> list[str]:
-    if resources is None:
-        return []
-    if not isinstance(resources, dict):
-        return [f"{path}: must be an object"]
-    problems = []
-    for key in ("limits", "requests"):
-        items = resources.get(key)
-        if items is None:
-            continue
-        if not isinstance(items, dict):
-            problems.append(f"{path}.{key}: must be an object")
-            continue
-        problems += [
-            f"{path}.{key}.{name}: {str(value)[:40]!r} is not a quantity"
-            for name, value in items.items()
-            if not isinstance(name, str) or not is_quantity(value)
-        ]
+            problems += int_between(f"{path}.{key}", value, 1, MAX_REPLICAS)
     return problems
 
 
@@ -491,7 +498,7 @@ def update_children(ctx: JobContext, owned: Observed) -> list[Action]:
     if is_int(previous) and previous != count:
         why = scale_reason(ctx.job, count)
         message = f"Scaling trainers from {previous} to {count}: {why}"
-        actions.append(Event("Normal", REASON_SCALED, message))
+        actions.append(Event(EventType.NORMAL, REASON_SCALED, message))
     wanted = {r.role.lower(): r.replicas for r in ctx.replicas}
     for pod in owned.pods:
         key = replica_key(pod)
