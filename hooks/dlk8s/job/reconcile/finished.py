@@ -1,0 +1,127 @@
+"""The finished path: a job whose status says Succeeded or Failed.
+
+Only cleanup per cleanPodPolicy and the TTL remain; a finished job never gets
+a pod created again. A fresh verdict (from the active or invalid path) is
+recorded here too: completionTime, the Succeeded or Failed condition, and the
+event that says why.
+"""
+
+from __future__ import annotations
+
+from dlk8s.job.actions import Action, DeleteJob, Event
+from dlk8s.job.api import (
+    CleanPodPolicy,
+    ConditionType,
+    EventType,
+    Obj,
+    Observed,
+    Phase,
+    Reason,
+    State,
+    dig,
+    format_time,
+    parse_time,
+)
+from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE, is_terminating, replica_key
+from dlk8s.job.policy import is_true
+from dlk8s.job.reconcile.restarts import restart_count
+from dlk8s.job.reconcile.status import carried, finished_replica_statuses, verdict_conditions
+from dlk8s.job.reconcile.view import (
+    FINISHED_POD_PHASES,
+    JobView,
+    Result,
+    Verdict,
+    delete_actions,
+    later,
+    valid_time,
+)
+
+
+def is_finished(job: JobView) -> bool:
+    return job.prev.get("state") in (State.SUCCEEDED, State.FAILED) or any(
+        is_true(job.conditions, t) for t in (ConditionType.SUCCEEDED, ConditionType.FAILED)
+    )
+
+
+def finish(
+    job: JobView, owned: Observed, verdict: Verdict | None, restarts: int | None = None
+) -> Result:
+    status = carried(job, restart_count(job.prev, owned.pods) if restarts is None else restarts)
+    conditions, actions = job.conditions, list[Action]()
+    if verdict is not None:
+        state, reason = verdict.state, verdict.reason
+        status["completionTime"] = job.stamp
+        conditions = verdict_conditions(conditions, verdict, job.stamp)
+        actions.append(
+            Event(
+                EventType.NORMAL if state == State.SUCCEEDED else EventType.WARNING,
+                reason,
+                verdict.message,
+            )
+        )
+    else:
+        state, reason = finished_state(job)
+        status["completionTime"] = valid_time(job.prev.get("completionTime")) or job.stamp
+    targets = cleanup_targets(job, owned)
+    why = f"the job has finished (cleanPodPolicy {job.policy.clean_pod_policy})"
+    for obj, api_kind in targets:
+        if not is_terminating(obj):
+            actions += delete_actions(obj, api_kind, why)
+    phase = Phase.CLEANUP if targets else (Phase.DONE if state == State.SUCCEEDED else Phase.FAILED)
+    status |= {
+        "state": state,
+        "phase": phase,
+        "reason": reason,
+        "conditions": conditions,
+        "replicaStatuses": finished_replica_statuses(job, owned.pods),
+    }
+    ttl_actions, requeue = ttl(job, status)
+    return Result(actions + ttl_actions, status, requeue)
+
+
+def finished_state(job: JobView) -> tuple[str, str]:
+    state = job.prev.get("state")
+    if state not in (State.SUCCEEDED, State.FAILED):
+        state = (
+            State.SUCCEEDED if is_true(job.conditions, ConditionType.SUCCEEDED) else State.FAILED
+        )
+    reason = job.prev.get("reason")
+    return state, reason if isinstance(reason, str) and reason else state
+
+
+def cleanup_targets(job: JobView, owned: Observed) -> list[tuple[Obj, tuple[str, str]]]:
+    """What cleanPodPolicy removes once the job has finished.
+
+    Running: pods still pending or running, and every replica's Service
+    (nothing is left to reach through them). All: every child, TensorBoard
+    and ConfigMaps included. None: nothing. TensorBoard stays under Running
+    and None: users look at the results after training; it goes with the job.
+    """
+    policy = job.policy.clean_pod_policy
+    if policy == CleanPodPolicy.NONE:
+        return []
+    if policy == CleanPodPolicy.ALL:
+        return (
+            [(o, POD) for o in owned.pods]
+            + [(o, SERVICE) for o in owned.services]
+            + [(o, CONFIG_MAP) for o in owned.configmaps]
+            + [(o, DEPLOYMENT) for o in owned.deployments]
+        )
+    roles = {role.lower() for role in job.kind.roles} if job.kind else set()
+    pods = [(o, POD) for o in owned.pods if dig(o, "status", "phase") not in FINISHED_POD_PHASES]
+    return pods + [(o, SERVICE) for o in owned.services if (replica_key(o) or ("",))[0] in roles]
+
+
+def ttl(job: JobView, status: Obj) -> tuple[list[Action], float | None]:
+    ttl = job.policy.ttl_seconds_after_finished
+    finished = parse_time(status.get("completionTime"))
+    if ttl is None or finished is None:
+        return [], None
+    expiry = later(finished, ttl)
+    if job.now < expiry:
+        return [], (expiry - job.now).total_seconds()
+    message = (
+        f"Deleting the job: it finished at {format_time(finished)}"
+        f" and ttlSecondsAfterFinished is {ttl}"
+    )
+    return [Event(EventType.NORMAL, Reason.TTL_EXPIRED, message), DeleteJob()], None
