@@ -9,13 +9,23 @@ CHART_CT_CONFIG := tools/ct/ct.yaml
 CHART_YAMLLINT_CONF := tools/ct/lintconf.yaml
 # Every values file a user or CI passes; helm lint checks each against the schema.
 CHART_LINT_VALUES := $(wildcard values/*.yaml) $(wildcard $(CHART_DIR)/ci/*-values.yaml)
+# Writes (generate) or checks (check) what the chart repeats from a source kept
+# elsewhere: templates/crds.yaml from crds/, and the descriptions in
+# values.schema.json and the values table of docs/chart.md from the `# --`
+# comments in values.yaml.
+CHART_DOC := $(VENV_BIN)/python tools/chartdoc.py
+
+.PHONY: chart-generate
+chart-generate: ## rewrite the chart's CRD template (from crds/), schema descriptions and docs values table (from values.yaml)
+	$(CHART_DOC) generate
 
 .PHONY: chart-unittest
 chart-unittest: ## helm-unittest suites in charts/dlk8s/tests
 	$(TOOLS_BIN)/helm-unittest $(CHART_DIR)
 
 .PHONY: chart-lint
-chart-lint: ## helm lint (helm 4 and helm 3, every values file), ct lint, yamllint, schema check
+chart-lint: ## generated chart files up to date, helm lint (helm 4 and 3, every values file), ct lint, yamllint, schema check
+	$(CHART_DOC) check
 	@set -e; for helm in helm4 helm3; do \
 	  echo "== $$helm lint --strict $(CHART_DIR)"; \
 	  $(TOOLS_BIN)/$$helm lint --strict $(CHART_DIR); \

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -167,13 +169,20 @@ def test_install_upgrade_uninstall(
         cluster.kubectl("apply", "-n", namespace, "-f", str(REPO / "examples" / "tfjob.yaml"))
 
         # An upgrade with a changed CRD applies the change ...
-        changed = tmp_path / "dlk8s"
-        shutil.copytree(CHART, changed)  # follows the files/crds symlink
-        crd_file = changed / "files" / "crds" / "tfjobs.dlk8s.io.yaml"
+        # (changed in crds/, the CRDs' one source, and generated into the chart
+        # the way `make chart-generate` does it)
+        for part in ("crds", "charts", "docs"):
+            shutil.copytree(REPO / part, tmp_path / part)
+        crd_file = tmp_path / "crds" / "tfjobs.dlk8s.io.yaml"
         crd = yaml.safe_load(crd_file.read_text())
         marker = {"name": "Marker", "type": "string", "jsonPath": ".metadata.uid", "priority": 1}
         crd["spec"]["versions"][0]["additionalPrinterColumns"].append(marker)
         crd_file.write_text(yaml.safe_dump(crd))
+        subprocess.run(
+            [sys.executable, str(REPO / "tools" / "chartdoc.py"), "generate", "--root", tmp_path],
+            check=True,
+        )
+        changed = tmp_path / "charts" / "dlk8s"
         install(cluster, helm, release, namespace, chart=changed, command="upgrade")
         columns = get_json(cluster, "crd", "tfjobs.dlk8s.io")["spec"]["versions"][0][
             "additionalPrinterColumns"
