@@ -293,14 +293,13 @@ def summarize_speedscope(path: Path, top: int = 25) -> dict[str, Any]:
 # What a sample is spent on: the first of these frames on its stack decides.
 CATEGORIES = (
     ("Controller._write_status", "status writes (PUT .../status: encode, HTTPS, decode)"),
-    ("Controller._send_event", "events (POST events)"),
-    ("Controller._apply", "creates and deletes (POST pods and services: encode, HTTPS, decode)"),
+    ("Executor.send_event", "events (POST events)"),
+    ("Executor._apply", "creates and deletes (POST pods and services: encode, HTTPS, decode)"),
     ("reconcile", "reconcile: the pure function (match pods, build pods, status)"),
-    ("Watch.unmarshal_event", "watch events: JSON decoding"),
-    ("_Watch.unmarshal_event", "watch events: JSON decoding"),
-    ("SharedInformer._fire", "watch events: handlers (caches, child index, queue)"),
-    ("Watch.stream", "watch events: reading the stream (TLS, chunked HTTP)"),
-    ("SharedInformer._initial_list", "lists"),
+    ("WatchStream._decode", "watch events: JSON decoding"),
+    ("Informer._fire", "watch events: handlers (caches, child index, queue)"),
+    ("WatchStream._lines", "watch events: reading the stream (TLS, chunked HTTP)"),
+    ("Informer._relist", "lists"),
     ("AutoscalerLoop._run", "autoscaler passes"),
 )
 
@@ -313,8 +312,8 @@ def category(names: set[str]) -> str:
 
 
 HANDLERS = {
-    "Controller._on_child": "informer: pods/services/... (controller)",
-    "Controller._on_job": "informer: jobs (controller)",
+    "Controller.on_child": "informer: pods/services/... (controller)",
+    "Controller.on_job": "informer: jobs (controller)",
     "AutoscalerLoop._changed": "informer: nodes/all pods (autoscaler)",
 }
 
@@ -330,7 +329,7 @@ def thread_labels(path: Path) -> dict[int, str]:
         if not found:
             continue
         tid, name = int(found.group(1)), re.sub(r"[-_]?\d+$", "", found.group(2))
-        if name == "SharedInformer":
+        if name.startswith("informer-"):
             seen = Counter(
                 label
                 for stack in prof["samples"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dlk8s.job.actions import Create, Delete, Event
-from dlk8s.runtime.controller import expected_change
+from dlk8s.runtime.executor import expected_change
 from dlk8s.runtime.expectations import Expectations
 
 

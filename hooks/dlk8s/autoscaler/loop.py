@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from kubernetes.informer import ADDED, DELETED, MODIFIED
 from prometheus_client import Counter, Histogram
 
 from dlk8s.autoscaler.plan import (
@@ -39,12 +38,14 @@ from dlk8s.autoscaler.plan import (
 )
 from dlk8s.job.api import API_VERSION
 from dlk8s.job.kinds.paddlejob import KIND, TrainerDecision
-from dlk8s.runtime.client import ApiError, Kube, Resource, has_synced, register, resource_for
+from dlk8s.runtime.client import Kube
+from dlk8s.runtime.errors import ApiError
+from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED
+from dlk8s.runtime.resources import resource_for
 
 log = logging.getLogger(__name__)
 
 NOT_TERMINATED: Final = "status.phase!=Succeeded,status.phase!=Failed"
-PADDLEJOBS: Final = register(Resource(API_VERSION, KIND, "paddlejobs"))
 
 CHANGES = Counter(
     "dlk8s_autoscaler_changes_total",
@@ -108,10 +109,10 @@ class AutoscalerLoop:
         if self._thread is not None:
             self._thread.join(timeout)
         for informer in (self._nodes, self._pods):
-            informer._stop_event.set()
+            informer.stop(timeout)
 
     def _synced(self) -> bool:
-        return all(has_synced(i) for i in (self._nodes, self._pods))
+        return all(i.has_synced() for i in (self._nodes, self._pods))
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -6,17 +6,15 @@ import argparse
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
-import uuid
 from collections.abc import Sequence
 
 from dlk8s.autoscaler.loop import AutoscalerLoop
 from dlk8s.cli import smoke
 from dlk8s.job.config import load_config
 from dlk8s.job.kinds.paddlejob import PADDLEJOB
-from dlk8s.runtime import logs, metrics
+from dlk8s.runtime import leader, logs, metrics
 from dlk8s.runtime.client import Kube, load_api_client
 from dlk8s.runtime.controller import Controller
 
@@ -98,7 +96,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> int:
     kube = Kube(load_api_client(args.kubeconfig, pool_size=args.api_parallelism + 8))
-    controller = Controller(
+    controller = Controller.watching(
         kube,
         load_config(args.config_file),
         namespace=args.namespace or None,
@@ -116,8 +114,6 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     stop = threading.Event()
-    exit_code = 0
-    standby = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
         log.info("stopping", extra={"action": signal.Signals(signum).name})
@@ -126,53 +122,32 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
+    def start() -> None:
+        controller.start()
+        if autoscaler is not None:
+            autoscaler.start()
+
+    election = None
+    if args.leader_elect:
+        lease = leader.Lease(
+            args.leader_election_id, args.leader_election_namespace, args.lease_duration
+        )
+        election = leader.Election(kube.api_client, lease, start, stop)
+
     server = None
     if args.metrics_addr:
         server = metrics.HealthServer(
             args.metrics_addr,
-            ready=lambda: controller.synced or standby.is_set(),
+            ready=lambda: controller.synced or (election is not None and election.standing_by),
             alive=lambda: not stop.is_set(),
         )
         server.start()
     metrics.register_jobs_collector(controller.count_jobs)
 
-    if args.leader_elect:
-        standby.set()
-
-        def lead() -> None:
-            standby.clear()
-            metrics.IS_LEADER.set(1)
-            log.info("became leader")
-            controller.start()
-            if autoscaler is not None:
-                autoscaler.start()
-            stop.wait()
-
-        def lost() -> None:
-            nonlocal exit_code
-            metrics.IS_LEADER.set(0)
-            if not stop.is_set():
-                # Another instance may act now; carrying on would mean two writers.
-                log.error("lost the leader lease; exiting")
-                exit_code = 1
-                stop.set()
-
-        identity = f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-        election = kube.leader_election(
-            args.leader_election_id,
-            args.leader_election_namespace,
-            identity,
-            lead,
-            lost,
-            lease_duration=args.lease_duration,
-            renew_deadline=max(2, args.lease_duration * 2 // 3),
-            retry_period=max(1, args.lease_duration // 7),
-        )
-        threading.Thread(target=election.run, name="leader-election", daemon=True).start()
+    if election is not None:
+        election.start()
     else:
-        controller.start()
-        if autoscaler is not None:
-            autoscaler.start()
+        start()
 
     stop.wait()
     if autoscaler is not None:
@@ -181,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     if server:
         server.stop()
     log.info("stopped")
-    return exit_code
+    return 1 if election is not None and election.lost else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

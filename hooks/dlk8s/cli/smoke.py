@@ -13,7 +13,8 @@ import uuid
 from typing import Any
 
 from dlk8s.job.api import API_VERSION
-from dlk8s.runtime.client import ApiError, Kube, load_api_client
+from dlk8s.runtime.client import Kube, load_api_client
+from dlk8s.runtime.errors import ApiError, NotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,10 @@ def wait_for_outcome(kube: Kube, namespace: str, name: str, timeout: float) -> d
     deadline = time.monotonic() + timeout
     status: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        job = kube.get(API_VERSION, "TFJob", namespace, name)
-        status = (job or {}).get("status") or {}
+        try:
+            status = kube.get(API_VERSION, "TFJob", namespace, name).get("status") or {}
+        except NotFoundError:
+            status = {}  # not there (any more): wait on until the timeout
         if status.get("state") in {"Succeeded", "Failed"}:
             return status
         time.sleep(1)

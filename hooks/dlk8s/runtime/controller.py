@@ -2,7 +2,8 @@
 
 Event handlers only maintain an index of children by owning job and enqueue
 the job's key; all decisions are made by the pure ``reconcile`` on what the
-caches hold, and the actions it returns are carried out here.
+caches hold, ``runtime.executor`` carries out the actions it returns, and
+``process_next`` holds the whole retry contract in one place.
 """
 
 from __future__ import annotations
@@ -11,47 +12,29 @@ import logging
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor as Pool
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
-from kubernetes.informer import ADDED, DELETED, MODIFIED
-
-from dlk8s.job.actions import (
-    MAX_EVENT_MESSAGE,
-    Action,
-    Create,
-    Delete,
-    DeleteJob,
-    Event,
-    Patch,
-    merge_events,
-)
-from dlk8s.job.api import API_VERSION, LABEL_JOB_NAME, Observed, Reason
-from dlk8s.job.children import controlled_by
+from dlk8s.job.actions import Event
+from dlk8s.job.api import API_VERSION, LABEL_JOB_NAME, EventType, Observed, Reason
 from dlk8s.job.config import ControllerConfig
-from dlk8s.job.kinds import KINDS
 from dlk8s.job.reconcile import reconcile
 from dlk8s.runtime import metrics
-from dlk8s.runtime.client import ApiError, Kube, Resource, register, resource_for, wait_synced
-from dlk8s.runtime.expectations import Change, Expectations
+from dlk8s.runtime.client import Kube
+from dlk8s.runtime.errors import ApiError, TerminalError, TransportError
+from dlk8s.runtime.executor import Api, ChildNotCreatedError, Executor, job_str
+from dlk8s.runtime.expectations import Expectations
+from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Cache, Informer
+from dlk8s.runtime.resources import CHILD_RESOURCES, JOB_RESOURCES
 from dlk8s.runtime.workqueue import ShutDownError, WorkQueue
 
 log = logging.getLogger(__name__)
 
 # Every child carries the job-name label: one existence selector finds them all.
 CHILD_SELECTOR = LABEL_JOB_NAME
-JOB_RESOURCES = {kind: register(Resource(API_VERSION, kind, f"{kind.lower()}s")) for kind in KINDS}
-CHILD_KINDS = {
-    "pods": resource_for("v1", "Pod"),
-    "services": resource_for("v1", "Service"),
-    "configmaps": resource_for("v1", "ConfigMap"),
-    "deployments": resource_for("apps/v1", "Deployment"),
-}
-GROUP_OF_KIND = {res.kind: group for group, res in CHILD_KINDS.items()}
-
-JobKey = tuple[str, str, str]  # kind, namespace, name
 
 # A job's pods change one by one (created, scheduled, started): their events
 # requeue the job this much later, so a burst of them costs one pass and one
@@ -60,6 +43,33 @@ JobKey = tuple[str, str, str]  # kind, namespace, name
 # every pass still writes its status whole and at once.
 CHILD_EVENT_BATCH_SECONDS = 1.0
 
+# Failures that say what went wrong without a traceback.
+_EXPECTED_FAILURES = (ApiError, TransportError, ChildNotCreatedError)
+
+
+class JobKey(NamedTuple):
+    kind: str
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+class StatusApi(Api, Protocol):
+    """What the controller needs of runtime.client.Kube: the executor's calls
+    and the status write."""
+
+    def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class ReconcileBugError(Exception):
+    """reconcile raised: a bug in dlk8s, never the user's (see job.reconcile)."""
+
+    def __init__(self, job: dict[str, Any], cause: Exception) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.job = job  # the job to send the InternalError event about
+
 
 class ChildIndex:
     """Children grouped by the uid of the job that controls them."""
@@ -67,7 +77,7 @@ class ChildIndex:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_owner: dict[str, dict[str, dict[str, dict[str, Any]]]] = defaultdict(
-            lambda: {group: {} for group in CHILD_KINDS}
+            lambda: {group: {} for group in CHILD_RESOURCES}
         )
 
     def apply(self, group: str, event: str, obj: dict[str, Any]) -> dict[str, Any] | None:
@@ -106,73 +116,91 @@ def controller_ref(obj: dict[str, Any]) -> dict[str, Any] | None:
 
 
 class Controller:
+    """Reconciles the jobs its caches hold.
+
+    ``Controller.watching`` builds the informers that fill the caches; a
+    test passes caches of its own and drives ``sync`` or ``process_next``.
+    """
+
     def __init__(
         self,
-        kube: Kube,
+        kube: StatusApi,
         config: ControllerConfig,
-        namespace: str | None = None,
+        jobs: Mapping[str, Cache],
+        informers: Sequence[Informer] = (),
         workers: int = 4,
         api_parallelism: int = 32,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         child_event_batch: float = CHILD_EVENT_BATCH_SECONDS,
+        pool: Pool | None = None,
     ) -> None:
         self.kube = kube
         self.config = config
-        self.namespace = namespace or None
         self.workers = workers
-        self.clock = clock
+        self.clock = clock  # `now` for reconcile and event timestamps
         self.child_event_batch = child_event_batch
-        self.queue = WorkQueue()
+        self.queue: WorkQueue[JobKey] = WorkQueue()
         self.children = ChildIndex()
         self.expectations = Expectations()
-        self._pool = ThreadPoolExecutor(max_workers=api_parallelism, thread_name_prefix="api")
-        self._job_informers = {
-            kind: kube.informer(res, self.namespace) for kind, res in JOB_RESOURCES.items()
-        }
-        self._child_informers = {
-            group: kube.informer(res, self.namespace, CHILD_SELECTOR)
-            for group, res in CHILD_KINDS.items()
-        }
+        self._jobs = jobs  # the job caches by kind
+        self._informers = informers  # what fills the caches; started by start()
+        # The API calls of a pass, in parallel; a test passes one it can drain.
+        self._pool = pool or ThreadPoolExecutor(api_parallelism, thread_name_prefix="api")
+        self.executor = Executor(kube, self.expectations, self._pool, clock)
         # Status we wrote that the watch has not delivered yet, by job uid.
         self._written: dict[str, dict[str, Any]] = {}
         self._written_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._started = threading.Event()
-        self._wire_handlers()
 
-    # -- wiring --------------------------------------------------------------
-
-    def _wire_handlers(self) -> None:
-        for kind, informer in self._job_informers.items():
+    @classmethod
+    def watching(
+        cls, kube: Kube, config: ControllerConfig, namespace: str | None = None, **options: Any
+    ) -> Controller:
+        """A controller fed by watches of the jobs and their children (all
+        namespaces when `namespace` is None)."""
+        job_informers = {kind: kube.informer(res, namespace) for kind, res in JOB_RESOURCES.items()}
+        child_informers = {
+            group: kube.informer(res, namespace, CHILD_SELECTOR)
+            for group, res in CHILD_RESOURCES.items()
+        }
+        jobs = {kind: informer.cache for kind, informer in job_informers.items()}
+        # Children first: a job handled before its children are known would
+        # look as if it had lost them.
+        informers = [*child_informers.values(), *job_informers.values()]
+        controller = cls(kube, config, jobs, informers, **options)
+        for kind, informer in job_informers.items():
             for event in (ADDED, MODIFIED, DELETED):
-                informer.add_event_handler(event, self._on_job(kind))
-            informer.add_event_handler(DELETED, self._on_job_deleted)
-        for group, informer in self._child_informers.items():
+                informer.add_event_handler(event, controller.on_job(kind))
+            informer.add_event_handler(DELETED, controller.on_job_deleted)
+        for group, informer in child_informers.items():
             for event in (ADDED, MODIFIED, DELETED):
-                informer.add_event_handler(event, self._on_child(group, event))
+                informer.add_event_handler(event, controller.on_child(group, event))
+        return controller
 
-    def _on_job(self, kind: str) -> Callable[[dict[str, Any]], None]:
+    # -- event handlers ----------------------------------------------------------
+
+    def on_job(self, kind: str) -> Callable[[dict[str, Any]], None]:
         def handle(obj: dict[str, Any]) -> None:
             meta = obj.get("metadata", {})
-            self.queue.add((kind, meta.get("namespace", ""), meta.get("name", "")))
+            self.queue.add(JobKey(kind, meta.get("namespace", ""), meta.get("name", "")))
 
         return handle
 
-    def _on_job_deleted(self, obj: dict[str, Any]) -> None:
+    def on_job_deleted(self, obj: dict[str, Any]) -> None:
         uid = obj.get("metadata", {}).get("uid", "")
         self.expectations.forget(uid)
         with self._written_lock:
             self._written.pop(uid, None)
 
-    def _on_child(self, group: str, event: str) -> Callable[[dict[str, Any]], None]:
+    def on_child(self, group: str, event: str) -> Callable[[dict[str, Any]], None]:
         def handle(obj: dict[str, Any]) -> None:
             owner = self.children.apply(group, event, obj)
             if owner is not None:
                 meta = obj["metadata"]
                 seen = ("uid", meta.get("uid", "")) if event == DELETED else (group, meta["name"])
                 self.expectations.observe(owner["uid"], seen)
-                namespace = obj["metadata"].get("namespace", "")
-                key = (owner["kind"], namespace, owner["name"])
+                key = JobKey(owner["kind"], meta.get("namespace", ""), owner["name"])
                 self.queue.add_after(key, self.child_event_batch)
 
         return handle
@@ -181,12 +209,11 @@ class Controller:
 
     def start(self) -> None:
         """Start the watches, wait until every cache holds a full list, then the workers."""
-        informers = [*self._child_informers.values(), *self._job_informers.values()]
-        for informer in informers:
+        for informer in self._informers:
             informer.start()
-        for informer in informers:
-            while not wait_synced(informer, timeout=1):
-                log.info("waiting for caches to sync")
+        for informer in self._informers:
+            while not informer.wait_synced(timeout=1):
+                log.info("waiting for caches to sync", extra={"target": informer.name})
         for i in range(self.workers):
             thread = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
             thread.start()
@@ -203,42 +230,81 @@ class Controller:
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        for informer in [*self._job_informers.values(), *self._child_informers.values()]:
-            # The informer's stop joins a thread blocked in a long watch read;
-            # the process is exiting, so signal and move on.
-            informer._stop_event.set()
+        for informer in self._informers:
+            informer.stop(max(0.0, deadline - time.monotonic()))
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the loop ------------------------------------------------------------------
 
     def _work(self) -> None:
-        while True:
-            try:
-                key = self.queue.get()
-            except ShutDownError:
-                return
-            metrics.QUEUE_DEPTH.set(len(self.queue))
-            try:
-                requeue_after = self.sync(key)  # type: ignore[arg-type]
-            except Exception as err:
-                metrics.RECONCILE_ERRORS.labels(key[0]).inc()  # type: ignore[index]
-                log.warning(
-                    "reconcile failed; retrying",
-                    extra={"job": _key_str(key), "error": repr(err)},  # type: ignore[arg-type]
-                    exc_info=not isinstance(err, (ApiError, ChildNotCreatedError)),
-                )
-                self.queue.add_rate_limited(key)
-            else:
-                self.queue.forget(key)
-                if requeue_after is not None:
-                    self.queue.add_after(key, requeue_after)
-            finally:
-                self.queue.done(key)
+        while self.process_next():
+            pass
+
+    def process_next(self, timeout: float | None = None) -> bool:
+        """Take one key through sync; False once the queue is shut down.
+
+        The retry contract, in one place: success forgets the key's failures;
+        a requeue-after schedules it; an error or a bug in reconcile retries
+        it with the rate limiter; a TerminalError forgets it for good.
+        """
+        try:
+            key = self.queue.get(timeout)
+        except ShutDownError:
+            return False
+        metrics.QUEUE_DEPTH.set(len(self.queue))
+        try:
+            result = self._process(key)
+        finally:
+            self.queue.done(key)
+        metrics.RECONCILES.labels(key.kind, result).inc()
+        return True
+
+    def _process(self, key: JobKey) -> str:
+        """One pass of `key`; the result label of dlk8s_reconcile_total."""
+        try:
+            requeue_after = self.sync(key)
+        except TerminalError as err:
+            self.queue.forget(key)
+            log.warning(
+                "reconcile failed; not retrying", extra={"job": str(key), "error": str(err)}
+            )
+            return "terminal"
+        except ReconcileBugError as bug:
+            self._report_bug(key, bug)
+            self.queue.add_rate_limited(key)
+            return "bug"
+        except Exception as err:
+            metrics.RECONCILE_ERRORS.labels(key.kind).inc()
+            log.warning(
+                "reconcile failed; retrying",
+                extra={"job": str(key), "error": repr(err)},
+                exc_info=not isinstance(err, _EXPECTED_FAILURES),
+            )
+            self.queue.add_rate_limited(key)
+            return "error"
+        self.queue.forget(key)
+        if requeue_after is None:
+            return "success"
+        self.queue.add_after(key, requeue_after)
+        return "requeue_after"
+
+    def _report_bug(self, key: JobKey, bug: ReconcileBugError) -> None:
+        metrics.RECONCILE_ERRORS.labels(key.kind).inc()
+        log.error(
+            "bug in reconcile; retrying with back-off",
+            extra={"job": str(key), "error": str(bug)},
+            exc_info=bug.__cause__,
+        )
+        message = (
+            f"Reconcile failed with a bug in dlk8s ({bug}); retrying with back-off."
+            " Please report it with the operator's log."
+        )
+        self.executor.send_event(bug.job, Event(EventType.WARNING, Reason.INTERNAL_ERROR, message))
 
     def job(self, key: JobKey) -> dict[str, Any] | None:
-        kind, namespace, name = key
-        cached: dict[str, Any] | None = self._job_informers[kind].cache.get_by_key(
-            f"{namespace}/{name}"
+        """The job from the cache, or the status we wrote if the cache is behind it."""
+        cached: dict[str, Any] | None = self._jobs[key.kind].get_by_key(
+            f"{key.namespace}/{key.name}"
         )
         if cached is None:
             return None
@@ -253,6 +319,7 @@ class Controller:
             return written
 
     def sync(self, key: JobKey) -> float | None:
+        """One pass of one job; seconds until it needs another, if a timer is due."""
         job = self.job(key)
         if job is None:
             return None
@@ -263,74 +330,15 @@ class Controller:
             # The events that show our last changes requeue the job; the
             # timer only matters if one of them never comes.
             return wait
-        result = reconcile(job, self.children.observed(uid), self.config, self.clock())
-        self._execute(job, result.actions)
+        try:
+            result = reconcile(job, self.children.observed(uid), self.config, self.clock())
+        except Exception as err:
+            raise ReconcileBugError(job, err) from err
+        self.executor.execute(job, result.actions)
         if result.status != job.get("status"):
             self._write_status(job, result.status)
-        metrics.RECONCILE_SECONDS.labels(key[0]).observe(time.monotonic() - started)
+        metrics.RECONCILE_SECONDS.labels(key.kind).observe(time.monotonic() - started)
         return result.requeue_after
-
-    # -- carrying out actions --------------------------------------------------------
-
-    def _execute(self, job: dict[str, Any], actions: list[Action]) -> None:
-        """API calls of one pass go out in parallel; events are sent after the
-        changes, one per kind of event (see merge_events)."""
-        changes = [a for a in actions if not isinstance(a, Event)]
-        events = [a for a in actions if isinstance(a, Event)]
-        uid = job["metadata"]["uid"]
-        self.expectations.expect(uid, {c for a in changes if (c := expected_change(a))})
-        failures = [err for err in self._pool.map(self._apply_safely(job), changes) if err]
-        for event in merge_events(events):
-            self._pool.submit(self._send_event, job, event)
-        if failures:
-            raise failures[0]
-
-    def _apply_safely(self, job: dict[str, Any]) -> Callable[[Action], Exception | None]:
-        def apply(action: Action) -> Exception | None:
-            change = expected_change(action)
-            try:
-                changed = self._apply(job, action)
-            except Exception as err:
-                changed = False
-                return err
-            finally:
-                if change and not changed:
-                    self.expectations.cancel(job["metadata"]["uid"], change)
-            return None
-
-        return apply
-
-    def _apply(self, job: dict[str, Any], action: Action) -> bool:
-        """Carry out one action; whether it changed something the caches will show."""
-        meta = job["metadata"]
-        if isinstance(action, Create):
-            return self._create(job, action.obj)
-        if isinstance(action, Delete):
-            return self.kube.delete(
-                action.api_version, action.kind, action.namespace, action.name, action.uid
-            )
-        if isinstance(action, Patch):
-            self.kube.patch(
-                action.api_version, action.kind, action.namespace, action.name, action.patch
-            )
-        elif isinstance(action, DeleteJob):
-            self.kube.delete(
-                job["apiVersion"], job["kind"], meta["namespace"], meta["name"], meta["uid"]
-            )
-        return False
-
-    def _create(self, job: dict[str, Any], obj: dict[str, Any]) -> bool:
-        try:
-            return create_child(self.kube, job["metadata"]["uid"], obj)
-        except NameTakenError as err:
-            self._send_event(job, Event("Warning", Reason.NAME_TAKEN, str(err)))
-            raise
-
-    def _send_event(self, job: dict[str, Any], event: Event) -> None:
-        try:
-            self.kube.create_event(event_manifest(job, event, self.clock()))
-        except Exception as err:  # events are best effort: never fail a reconcile
-            log.info("event not recorded", extra={"job": _job_str(job), "error": repr(err)})
 
     def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> None:
         updated = self.kube.replace_status({**job, "status": status})
@@ -339,7 +347,7 @@ class Controller:
         log.info(
             "status updated",
             extra={
-                "job": _job_str(job),
+                "job": job_str(job),
                 "kind": job["kind"],
                 "runtimeId": status.get("runtimeId"),
                 "action": f"{status.get('phase')}/{status.get('state')}",
@@ -350,95 +358,16 @@ class Controller:
 
     def jobs(self, kind: str) -> list[dict[str, Any]]:
         """The jobs of one kind in the cache (the autoscaler reads PaddleJobs here)."""
-        informer = self._job_informers.get(kind)
-        return informer.cache.list() if informer is not None else []
+        cache = self._jobs.get(kind)
+        return cache.list() if cache is not None else []
 
     def count_jobs(self) -> dict[tuple[str, str], int]:
         counts: Counter[tuple[str, str]] = Counter()
-        for kind, informer in self._job_informers.items():
-            for job in informer.cache.list():
+        for kind, cache in self._jobs.items():
+            for job in cache.list():
                 state = (job.get("status") or {}).get("state") or "Pending"
                 counts[(kind, state)] += 1
         return dict(counts)
-
-
-class ChildApi(Protocol):
-    def create(self, obj: dict[str, Any]) -> dict[str, Any] | None: ...
-
-    def get(
-        self, api_version: str, kind: str, namespace: str | None, name: str
-    ) -> dict[str, Any] | None: ...
-
-
-class ChildNotCreatedError(Exception):
-    """A create that neither made the child nor found the job's own."""
-
-
-class NameTakenError(ChildNotCreatedError):
-    """A child's name is held by an object the job does not control."""
-
-
-def create_child(api: ChildApi, job_uid: str, obj: dict[str, Any]) -> bool:
-    """Create one child of a job: True if created now, False if the job's own
-    child of that name already exists (a cache behind the API server).
-
-    Anything else fails the pass: the status a pass writes counts the pods
-    it created, and the next pass would count one that is not there as lost.
-    """
-    if api.create(obj) is not None:
-        return True
-    meta = obj["metadata"]
-    what = f"{obj['kind']} {meta['name']}"
-    found = api.get(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
-    if found is None:
-        # Taken by an object deleted since, or refused in a namespace being deleted.
-        raise ChildNotCreatedError(f"{what} was not created and does not exist; retrying")
-    if not controlled_by(found, job_uid):
-        raise NameTakenError(
-            f"{what} already exists and is not controlled by this job; "
-            "delete or rename it so the job can create its own"
-        )
-    return False
-
-
-def expected_change(action: Action) -> Change | None:
-    """How a create or delete of a watched child will show up in the caches."""
-    if isinstance(action, Create):
-        group = GROUP_OF_KIND.get(action.obj.get("kind", ""))
-        return (group, action.obj["metadata"]["name"]) if group else None
-    if isinstance(action, Delete) and action.uid and action.kind in GROUP_OF_KIND:
-        return ("uid", action.uid)
-    return None
-
-
-def event_manifest(job: dict[str, Any], event: Event, now: datetime) -> dict[str, Any]:
-    meta = job["metadata"]
-    involved = event.involved or job
-    involved_meta = involved.get("metadata", {})
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {
-            "generateName": f"{meta['name'][:200]}.",
-            "namespace": meta["namespace"],
-        },
-        "involvedObject": {
-            "apiVersion": involved.get("apiVersion", job["apiVersion"]),
-            "kind": involved.get("kind", job["kind"]),
-            "name": involved_meta.get("name", meta["name"]),
-            "namespace": involved_meta.get("namespace", meta["namespace"]),
-            "uid": involved_meta.get("uid", meta["uid"]),
-        },
-        "type": event.type,
-        "reason": event.reason,
-        "message": event.message[:MAX_EVENT_MESSAGE],
-        "source": {"component": "dlk8s-operator"},
-        "reportingComponent": "dlk8s-operator",
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
 
 
 def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -447,11 +376,3 @@ def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
         return int(a["metadata"]["resourceVersion"]) >= int(b["metadata"]["resourceVersion"])
     except (KeyError, ValueError):
         return True
-
-
-def _key_str(key: JobKey) -> str:
-    return f"{key[0]}/{key[1]}/{key[2]}"
-
-
-def _job_str(job: dict[str, Any]) -> str:
-    return f"{job['kind']}/{job['metadata']['namespace']}/{job['metadata']['name']}"

@@ -29,6 +29,13 @@ RECONCILE_SECONDS = Histogram(
 RECONCILE_ERRORS = Counter(
     "dlk8s_reconcile_errors_total", "Reconciles that failed and were retried.", ["kind"]
 )
+RECONCILES = Counter(
+    "dlk8s_reconcile_total",
+    "Passes of the work queue by outcome: success, requeue_after (a timer or"
+    " expectations pending), error (retried with back-off), bug (an exception"
+    " in reconcile, retried with back-off), terminal (not retried).",
+    ["kind", "result"],
+)
 QUEUE_DEPTH = Gauge("dlk8s_workqueue_depth", "Job keys waiting for a worker.")
 IS_LEADER = Gauge("dlk8s_leader", "1 while this instance holds the leader lease.")
 

@@ -19,23 +19,27 @@ import threading
 import time
 from collections import deque
 from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+# The key type: the controller's JobKey; tests use strings.
+K = TypeVar("K", bound=Hashable)
 
 
 class ShutDownError(Exception):
     """The queue was shut down; workers should return."""
 
 
-class WorkQueue:
+class WorkQueue(Generic[K]):
     def __init__(self, base_delay: float = 0.05, max_delay: float = 300.0) -> None:
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._cond = threading.Condition()
-        self._queue: deque[Hashable] = deque()
-        self._dirty: set[Hashable] = set()
-        self._processing: set[Hashable] = set()
-        self._failures: dict[Hashable, int] = {}
-        self._waiting: list[tuple[float, int, Hashable]] = []
-        self._ready_at: dict[Hashable, float] = {}  # a key's live entry in _waiting
+        self._queue: deque[K] = deque()  # ready keys, in order
+        self._dirty: set[K] = set()  # keys queued or to queue again once done
+        self._processing: set[K] = set()  # keys a worker holds
+        self._failures: dict[K, int] = {}  # consecutive failures, for the back-off
+        self._waiting: list[tuple[float, int, K]] = []  # a heap of (ready time, seq, key)
+        self._ready_at: dict[K, float] = {}  # a key's live entry in _waiting
         self._seq = itertools.count()
         self._shutting_down = False
         self._timer = threading.Thread(
@@ -45,11 +49,11 @@ class WorkQueue:
 
     # -- adding ------------------------------------------------------------
 
-    def add(self, key: Hashable) -> None:
+    def add(self, key: K) -> None:
         with self._cond:
             self._add_locked(key)
 
-    def _add_locked(self, key: Hashable) -> None:
+    def _add_locked(self, key: K) -> None:
         if self._shutting_down or key in self._dirty:
             return
         self._dirty.add(key)
@@ -57,7 +61,7 @@ class WorkQueue:
             self._queue.append(key)
             self._cond.notify_all()
 
-    def add_after(self, key: Hashable, delay: float) -> None:
+    def add_after(self, key: K, delay: float) -> None:
         if delay <= 0:
             self.add(key)
             return
@@ -73,23 +77,23 @@ class WorkQueue:
             heapq.heappush(self._waiting, (ready, next(self._seq), key))
             self._cond.notify_all()
 
-    def add_rate_limited(self, key: Hashable) -> None:
+    def add_rate_limited(self, key: K) -> None:
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
         self.add_after(key, min(self._max_delay, self._base_delay * 2**failures))
 
-    def forget(self, key: Hashable) -> None:
+    def forget(self, key: K) -> None:
         with self._cond:
             self._failures.pop(key, None)
 
-    def failures(self, key: Hashable) -> int:
+    def failures(self, key: K) -> int:
         with self._cond:
             return self._failures.get(key, 0)
 
     # -- processing ----------------------------------------------------------
 
-    def get(self, timeout: float | None = None) -> Hashable:
+    def get(self, timeout: float | None = None) -> K:
         """Block until a key is ready; raise ShutDownError once the queue is shut down."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
@@ -105,7 +109,7 @@ class WorkQueue:
             self._dirty.discard(key)
             return key
 
-    def done(self, key: Hashable) -> None:
+    def done(self, key: K) -> None:
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:

@@ -1,0 +1,84 @@
+"""What can go wrong talking to the API server, one type per failure.
+
+A caller names the failures it expects (``except AlreadyExistsError``) and lets
+the rest fail the pass, instead of testing statuses and reasons by hand or
+receiving a ``None`` that could mean several things. ``api_error`` maps a
+response to its type, as kopf and client-go's ``errors.IsNotFound`` do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    """The API server answered with an error status."""
+
+    def __init__(self, status: int, reason: str, body: dict[str, Any] | None = None) -> None:
+        self.status = status  # the HTTP status
+        self.reason = reason  # the HTTP reason phrase
+        self.body = body or {}  # the decoded Status object, when the server sent one
+        super().__init__(f"{status} {reason}: {self.body.get('message', '')}")
+
+    @property
+    def api_reason(self) -> str:
+        """The Status object's machine-readable reason (AlreadyExists, Conflict, ...)."""
+        return str(self.body.get("reason", ""))
+
+
+class NotFoundError(ApiError):
+    """404: the object (or its namespace) does not exist."""
+
+
+class AlreadyExistsError(ApiError):
+    """409 AlreadyExists: a create found an object of that name."""
+
+
+class ConflictError(ApiError):
+    """409 otherwise: a stale resourceVersion or a failed uid precondition."""
+
+
+class GoneError(ApiError):
+    """410: the resourceVersion asked for is compacted; list again."""
+
+
+class ForbiddenError(ApiError):
+    """403: RBAC or an admission rule refused the request."""
+
+
+class NamespaceTerminatingError(ForbiddenError):
+    """403 in a namespace being deleted: the job goes with it, retrying cannot help."""
+
+
+class InvalidError(ApiError):
+    """422: the object fails the API server's validation."""
+
+
+class TransportError(Exception):
+    """No answer from the API server: connection refused or reset, a timeout, TLS."""
+
+
+class TerminalError(Exception):
+    """A failure no retry fixes: the controller forgets the key instead of backing off."""
+
+
+def api_error(status: int, reason: str, body: dict[str, Any]) -> ApiError:
+    """The error type of one failed response."""
+    return _error_type(status, body)(status, reason, body)
+
+
+def _error_type(status: int, body: dict[str, Any]) -> type[ApiError]:
+    if status == 409:
+        return AlreadyExistsError if body.get("reason") == "AlreadyExists" else ConflictError
+    if status == 403:
+        return NamespaceTerminatingError if _namespace_terminating(body) else ForbiddenError
+    return _BY_STATUS.get(status, ApiError)
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {404: NotFoundError, 410: GoneError, 422: InvalidError}
+
+
+def _namespace_terminating(body: dict[str, Any]) -> bool:
+    # A StatusCause's type travels as "reason" in JSON.
+    causes = (body.get("details") or {}).get("causes") or []
+    return any(isinstance(c, dict) and c.get("reason") == "NamespaceTerminating" for c in causes)

@@ -1,0 +1,233 @@
+"""Carrying out what reconcile decided: creates, deletes, patches and events.
+
+The API calls of one pass go out in parallel. Each create or delete of a
+watched child is recorded in the expectations before its call, so the job
+is not reconciled again until the caches show it (runtime.expectations).
+Events are sent after the changes, merged into one per kind of event.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor as Pool
+from datetime import datetime
+from typing import Any, Protocol
+
+from dlk8s.job.actions import (
+    MAX_EVENT_MESSAGE,
+    Action,
+    Create,
+    Delete,
+    DeleteJob,
+    Event,
+    Patch,
+    merge_events,
+)
+from dlk8s.job.api import EventType, Reason, format_time
+from dlk8s.job.children import controlled_by
+from dlk8s.runtime.errors import (
+    AlreadyExistsError,
+    ConflictError,
+    NamespaceTerminatingError,
+    NotFoundError,
+    TerminalError,
+)
+from dlk8s.runtime.expectations import Change, Expectations
+from dlk8s.runtime.resources import CHILD_RESOURCES
+
+log = logging.getLogger(__name__)
+
+GROUP_OF_KIND = {res.kind: group for group, res in CHILD_RESOURCES.items()}
+
+
+class ChildApi(Protocol):
+    """What create_child needs of runtime.client.Kube."""
+
+    def create(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+
+    def get(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any]: ...
+
+
+class Api(ChildApi, Protocol):
+    """What carrying out actions needs of runtime.client.Kube."""
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str | None, name: str, uid: str | None = None
+    ) -> None: ...
+
+    def patch(
+        self, api_version: str, kind: str, namespace: str | None, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]: ...
+
+    def create_event(self, event: dict[str, Any]) -> None: ...
+
+
+class ChildNotCreatedError(Exception):
+    """A create that neither made the child nor found the job's own."""
+
+
+class NameTakenError(ChildNotCreatedError):
+    """A child's name is held by an object the job does not control."""
+
+
+class Executor:
+    def __init__(
+        self,
+        api: Api,
+        expectations: Expectations,
+        pool: Pool,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.api = api
+        self.expectations = expectations
+        self._pool = pool  # the calls of one pass in parallel, bounded
+        self._clock = clock  # event timestamps
+
+    def execute(self, job: dict[str, Any], actions: list[Action]) -> None:
+        """Carry out one pass's actions; raise the first failure once all are done."""
+        changes = [a for a in actions if not isinstance(a, Event)]
+        events = [a for a in actions if isinstance(a, Event)]
+        uid = job["metadata"]["uid"]
+        self.expectations.expect(uid, {c for a in changes if (c := expected_change(a))})
+        failures = [err for err in self._pool.map(self._apply_safely(job), changes) if err]
+        for event in merge_events(events):
+            self._pool.submit(self.send_event, job, event)
+        if failures:
+            raise failures[0]
+
+    def send_event(self, job: dict[str, Any], event: Event) -> None:
+        try:
+            self.api.create_event(event_manifest(job, event, self._clock()))
+        except Exception as err:  # events are best effort: never fail a reconcile
+            log.info("event not recorded", extra={"job": job_str(job), "error": repr(err)})
+
+    def _apply_safely(self, job: dict[str, Any]) -> Callable[[Action], Exception | None]:
+        def apply(action: Action) -> Exception | None:
+            change = expected_change(action)
+            changed = False
+            try:
+                changed = self._apply(job, action)
+            except NamespaceTerminatingError as err:
+                # The namespace, and the job with it, are going away.
+                namespace = job["metadata"]["namespace"]
+                return TerminalError(f"namespace {namespace} is being deleted: {err}")
+            except Exception as err:
+                return err
+            finally:
+                if change and not changed:
+                    self.expectations.cancel(job["metadata"]["uid"], change)
+            return None
+
+        return apply
+
+    def _apply(self, job: dict[str, Any], action: Action) -> bool:
+        """Carry out one action; whether it changed something the caches will show."""
+        if isinstance(action, Create):
+            return self._create(job, action.obj)
+        if isinstance(action, Delete):
+            return self._delete(
+                action.api_version, action.kind, action.namespace, action.name, action.uid
+            )
+        if isinstance(action, Patch):
+            self.api.patch(
+                action.api_version, action.kind, action.namespace, action.name, action.patch
+            )
+        elif isinstance(action, DeleteJob):
+            meta = job["metadata"]
+            self._delete(
+                job["apiVersion"], job["kind"], meta["namespace"], meta["name"], meta["uid"]
+            )
+        return False
+
+    def _create(self, job: dict[str, Any], obj: dict[str, Any]) -> bool:
+        try:
+            return create_child(self.api, job["metadata"]["uid"], obj)
+        except NameTakenError as err:
+            self.send_event(job, Event(EventType.WARNING, Reason.NAME_TAKEN, str(err)))
+            raise
+
+    def _delete(
+        self, api_version: str, kind: str, namespace: str, name: str, uid: str | None
+    ) -> bool:
+        """Whether it was deleted now: not when gone already, or (Conflict on the
+        uid precondition) when the name now belongs to a newer object."""
+        try:
+            self.api.delete(api_version, kind, namespace, name, uid)
+        except (NotFoundError, ConflictError):
+            return False
+        return True
+
+
+def create_child(api: ChildApi, job_uid: str, obj: dict[str, Any]) -> bool:
+    """Create one child of a job: True if created now, False if the job's own
+    child of that name already exists (a cache behind the API server).
+
+    Anything else fails the pass: the status a pass writes counts the pods
+    it created, and the next pass would count one that is not there as lost.
+    """
+    try:
+        api.create(obj)
+        return True
+    except AlreadyExistsError:
+        pass
+    meta = obj["metadata"]
+    what = f"{obj['kind']} {meta['name']}"
+    try:
+        found = api.get(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+    except NotFoundError:
+        raise ChildNotCreatedError(
+            f"{what} already existed but was deleted since; retrying"
+        ) from None
+    if not controlled_by(found, job_uid):
+        raise NameTakenError(
+            f"{what} already exists and is not controlled by this job; "
+            "delete or rename it so the job can create its own"
+        )
+    return False
+
+
+def expected_change(action: Action) -> Change | None:
+    """How a create or delete of a watched child will show up in the caches."""
+    if isinstance(action, Create):
+        group = GROUP_OF_KIND.get(action.obj.get("kind", ""))
+        return (group, action.obj["metadata"]["name"]) if group else None
+    if isinstance(action, Delete) and action.uid and action.kind in GROUP_OF_KIND:
+        return ("uid", action.uid)
+    return None
+
+
+def event_manifest(job: dict[str, Any], event: Event, now: datetime) -> dict[str, Any]:
+    meta = job["metadata"]
+    involved = event.involved or job
+    involved_meta = involved.get("metadata", {})
+    stamp = format_time(now)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {
+            "generateName": f"{meta['name'][:200]}.",
+            "namespace": meta["namespace"],
+        },
+        "involvedObject": {
+            "apiVersion": involved.get("apiVersion", job["apiVersion"]),
+            "kind": involved.get("kind", job["kind"]),
+            "name": involved_meta.get("name", meta["name"]),
+            "namespace": involved_meta.get("namespace", meta["namespace"]),
+            "uid": involved_meta.get("uid", meta["uid"]),
+        },
+        "type": event.type,
+        "reason": event.reason,
+        "message": event.message[:MAX_EVENT_MESSAGE],
+        "source": {"component": "dlk8s-operator"},
+        "reportingComponent": "dlk8s-operator",
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+    }
+
+
+def job_str(job: dict[str, Any]) -> str:
+    return f"{job['kind']}/{job['metadata']['namespace']}/{job['metadata']['name']}"
