@@ -147,10 +147,16 @@ def test_install_upgrade_uninstall(
         assert deployment["status"].get("availableReplicas") == 1
         config = get_json(cluster, "configmap", f"{release}-config", "-n", namespace)
         controller = yaml.safe_load(config["data"]["controller_config_file.yaml"])
-        gpu = controller["accelerators"]["nvidia.com/gpu"]
-        assert gpu["volumes"][0]["hostPath"] == "/home/kubernetes/bin/nvidia"
-        assert gpu["volumes"][0]["mountPath"] == "/usr/local/nvidia"
-        assert "alpha.kubernetes.io/nvidia-gpu" in controller["accelerators"]
+        # GKE's device plugin mounts the driver itself: the preset adds the variable only.
+        assert controller["accelerators"]["nvidia.com/gpu"] == {
+            "volumes": [],
+            "envVars": [{"name": "LD_LIBRARY_PATH", "value": "/usr/local/nvidia/lib64"}],
+        }
+        legacy = controller["accelerators"]["alpha.kubernetes.io/nvidia-gpu"]
+        assert [v["hostPath"] for v in legacy["volumes"]] == [
+            "/home/kubernetes/bin/nvidia/lib",
+            "/home/kubernetes/bin/nvidia/bin",
+        ]
         assert controller["grpcServerFilePath"] == "/etc/dlk8s/grpc/grpc_tensorflow_server.py"
 
         # The ServiceAccount may do what the operator needs and no more.

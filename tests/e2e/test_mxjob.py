@@ -94,9 +94,12 @@ def test_gpu_example_gets_the_driver_on_its_worker(cluster: LocalCluster, namesp
     names = {f"mx-cifar-gpu-{role}-0" for role in ("scheduler", "server", "worker")}
     pods = wait_for_pods(cluster, namespace, "mx-cifar-gpu", names)
     worker = pods["mx-cifar-gpu-worker-0"]
+    # The example asks for the legacy resource: the seed chart's GKE mounts, no variable.
     host_paths = {v["hostPath"]["path"] for v in worker["spec"]["volumes"] if "hostPath" in v}
-    assert host_paths == {"/home/kubernetes/bin/nvidia"}
-    assert env_of(container(worker, "mxnet"))["LD_LIBRARY_PATH"].startswith("/usr/local/nvidia")
+    assert host_paths == {"/home/kubernetes/bin/nvidia/lib", "/home/kubernetes/bin/nvidia/bin"}
+    mounts = {m["mountPath"] for m in container(worker, "mxnet")["volumeMounts"]}
+    assert {"/usr/local/nvidia/lib64", "/usr/local/bin/nvidia"} <= mounts
+    assert "LD_LIBRARY_PATH" not in env_of(container(worker, "mxnet"))
     for pod in pods.values():
         assert "myshare" in {v["name"] for v in pod["spec"]["volumes"]}
         assert env_of(container(pod, "mxnet"))["DMLC_NUM_WORKER"] == "1"

@@ -113,7 +113,7 @@ def test_seed_example_makes_pods_services_and_tf_config(
     assert (status["state"], status["phase"]) == ("Running", "Running")
 
 
-def test_gpu_containers_get_the_gke_driver_volumes(cluster: LocalCluster, namespace: str) -> None:
+def test_gpu_containers_get_the_gke_driver_settings(cluster: LocalCluster, namespace: str) -> None:
     job = tfjob("gpu", {"MASTER": 1, "WORKER": 1})
     job["spec"]["replicaSpecs"][1]["template"]["spec"]["containers"][0]["resources"] = {
         "limits": {"nvidia.com/gpu": 1}
@@ -122,19 +122,22 @@ def test_gpu_containers_get_the_gke_driver_volumes(cluster: LocalCluster, namesp
     apply(cluster, namespace, example("tfjob-smoke-gpu.yaml"))
     pods = wait_for_pods(cluster, namespace, "gpu", {"gpu-master-0", "gpu-worker-0"})
     worker, master = pods["gpu-worker-0"], pods["gpu-master-0"]
-    host_paths = {v["hostPath"]["path"] for v in worker["spec"]["volumes"] if "hostPath" in v}
-    assert host_paths == {"/home/kubernetes/bin/nvidia"}
+    # nvidia.com/gpu: GKE's device plugin mounts the driver at /usr/local/nvidia
+    # itself, so the pod gets no hostPath, only the loader path.
+    assert not any("hostPath" in v for v in worker["spec"].get("volumes", []))
     mounts = {m["mountPath"] for m in container(worker).get("volumeMounts", [])}
-    assert "/usr/local/nvidia" in mounts
-    assert env_of(container(worker))["LD_LIBRARY_PATH"].startswith("/usr/local/nvidia/lib64")
+    assert not any(m.startswith("/usr/local/nvidia") for m in mounts)
+    assert env_of(container(worker))["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
     # No GPU asked, nothing injected.
     assert not any("hostPath" in v for v in master["spec"].get("volumes", []))
     assert "LD_LIBRARY_PATH" not in env_of(container(master))
 
     legacy = wait_for_pods(cluster, namespace, "tf-smoke-gpu", {"tf-smoke-gpu-master-0"})
     legacy_pod = legacy["tf-smoke-gpu-master-0"]
+    # The legacy resource keeps the seed chart's mounts of the driver's lib/ and bin/.
     assert {v["hostPath"]["path"] for v in legacy_pod["spec"]["volumes"] if "hostPath" in v} == {
-        "/home/kubernetes/bin/nvidia"
+        "/home/kubernetes/bin/nvidia/lib",
+        "/home/kubernetes/bin/nvidia/bin",
     }
 
 

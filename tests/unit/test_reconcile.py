@@ -57,6 +57,11 @@ def test_first_pass_creates_every_pod_service_and_the_grpc_configmap() -> None:
             {"replicaType": "WORKER", "state": "Unknown", "replicasStates": {"Pending": 1}},
             {"replicaType": "PS", "state": "Unknown", "replicasStates": {"Pending": 2}},
         ],
+        # summed over the roles for the printer columns
+        "pendingPods": 4,
+        "runningPods": 0,
+        "succeededPods": 0,
+        "failedPods": 0,
     }
 
 
@@ -624,3 +629,13 @@ def test_a_job_being_deleted_is_left_to_the_garbage_collector() -> None:
     result = world.reconcile()
     assert result.actions == []
     assert result.status == world.job["status"]
+
+
+def test_pod_totals_follow_the_pods_of_every_role() -> None:
+    world = running_world()  # 1 MASTER, 1 WORKER, 2 PS, all Running
+    status = world.job["status"]
+    assert (status["pendingPods"], status["runningPods"]) == (0, 4)
+    world.exit("example-job-worker-0", 0)
+    world.settle()
+    status = world.job["status"]
+    assert (status["runningPods"], status["succeededPods"], status["failedPods"]) == (3, 1, 0)

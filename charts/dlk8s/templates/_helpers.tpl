@@ -28,8 +28,9 @@ contains the chart name, so `helm install dlk8s` does not give dlk8s-dlk8s.
 {{- end }}
 
 {{/*
-Labels on every resource. Pass a dict with "ctx" (the root context) and
-"component".
+Labels on every resource: the chart's own, then commonLabels (the schema
+keeps those from repeating a key of the chart's). Pass a dict with "ctx" (the
+root context) and "component".
 */}}
 {{- define "dlk8s.labels" -}}
 helm.sh/chart: {{ include "dlk8s.chart" .ctx }}
@@ -37,6 +38,9 @@ helm.sh/chart: {{ include "dlk8s.chart" .ctx }}
 app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
 app.kubernetes.io/part-of: dlk8s
+{{- with .ctx.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -57,8 +61,20 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- end }}
 
+{{/*
+The operator image: [registry/]repository, then @digest when one is given (a
+digest names exactly one image, so the tag adds nothing) or :tag.
+*/}}
 {{- define "dlk8s.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- $repository := .Values.image.repository }}
+{{- with .Values.image.registry }}
+{{- $repository = printf "%s/%s" . $repository }}
+{{- end }}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" $repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
 {{- end }}
 
 {{/*
@@ -144,6 +160,59 @@ The controller config file the operator reads (DLK8S_CONFIG_FILE).
       "tfImage" .Values.config.tfImage
       "grpcServerFilePath" (printf "%s/%s" (include "dlk8s.grpcDir" .) (include "dlk8s.grpcKey" .)) }}
 {{- toYaml $config }}
+{{- end }}
+
+{{/*
+Flags of `dlk8s-operator` that the chart sets from values (as DLK8S_*
+variables or from what else it renders), mapped to the value to use instead.
+A flag given again in operator.extraArgs would win over the variable and
+leave the RBAC, rollout strategy or probes the chart derived from the value
+wrong.
+*/}}
+{{- define "dlk8s.chartFlags" -}}
+--namespace: rbac.scope
+--config-file: config (config.accelerators or config.existingConfigMap)
+--workers: operator.workers
+--leader-elect: operator.leaderElection.enabled
+--leader-election-namespace: the release namespace (not configurable)
+--leader-election-id: the release name (not configurable)
+--metrics-addr: metrics.port
+--autoscaler: autoscaler.enabled
+--no-autoscaler: autoscaler.enabled
+--log-level: operator.logLevel
+--kubeconfig: nothing (the operator uses its ServiceAccount)
+{{- end }}
+
+{{/*
+The arguments of `dlk8s-operator run`: operator.extraArgs, refusing the flags
+that dlk8s.chartFlags lists.
+*/}}
+{{- define "dlk8s.operatorArgs" -}}
+{{- $chartFlags := include "dlk8s.chartFlags" . | fromYaml }}
+{{- range .Values.operator.extraArgs }}
+{{- $flag := regexReplaceAll "=.*$" . "" }}
+{{- if hasKey $chartFlags $flag }}
+{{- fail (printf "operator.extraArgs: %s is set by the chart; use %s instead" $flag (get $chartFlags $flag)) }}
+{{- end }}
+{{- end }}
+{{- toYaml (prepend .Values.operator.extraArgs "run") }}
+{{- end }}
+
+{{/*
+The label matchers that pick this operator's series, for the alerting rules:
+metrics.prometheusRule.selector, or what the chart's ServiceMonitor gives
+(Prometheus Operator names the job after the Service). "own" adds the
+release namespace, which holds for the operator's own figures but not for
+the lifecycle counters, whose `namespace` is the job's (honorLabels).
+Pass a dict with "ctx" and "own" (bool).
+*/}}
+{{- define "dlk8s.metricsSelector" -}}
+{{- if .ctx.Values.metrics.prometheusRule.selector }}
+{{- .ctx.Values.metrics.prometheusRule.selector }}
+{{- else }}
+{{- printf "job=%q" (printf "%s-metrics" (include "dlk8s.fullname" .ctx)) }}
+{{- if .own }}{{ printf ",namespace=%q" .ctx.Release.Namespace }}{{ end }}
+{{- end }}
 {{- end }}
 
 {{/*

@@ -1,4 +1,5 @@
-"""The `dlk8s-operator` command: `run` the operator, or `smoke`-test an install."""
+"""The `dlk8s-operator` command: `run` the operator, `smoke`-test an install, or
+`convert` the seed operators' manifests."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import threading
 from collections.abc import Sequence
 
 from dlk8s.autoscaler.loop import AutoscalerLoop
-from dlk8s.cli import smoke
+from dlk8s.cli import convert, smoke
 from dlk8s.job.config import load_config
 from dlk8s.job.kinds.paddlejob import PADDLEJOB
 from dlk8s.runtime import leader, logs, metrics
 from dlk8s.runtime.client import Kube, load_api_client
 from dlk8s.runtime.controller import Controller
+from dlk8s.runtime.health import Health
 
 log = logging.getLogger("dlk8s")
 
@@ -84,6 +86,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds between autoscaler passes when nothing changes",
     )
     run.add_argument(
+        "--stuck-pass-seconds",
+        type=float,
+        default=float(_env("STUCK_PASS_SECONDS", "300")),
+        help="/healthz fails once one pass of a job has run this long (a wedged worker)",
+    )
+    run.add_argument(
         "--metrics-addr",
         default=_env("METRICS_ADDR", "127.0.0.1:8080"),
         help="host:port for /metrics, /healthz and /readyz; empty disables",
@@ -91,6 +99,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
     check = sub.add_parser("smoke", help="submit a tiny TFJob and wait for it to succeed")
     smoke.add_arguments(check)
+
+    migrate = sub.add_parser(
+        "convert", help="print dlk8s manifests for the older operators' job manifests"
+    )
+    convert.add_arguments(migrate)
     return parser.parse_args(argv)
 
 
@@ -102,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         namespace=args.namespace or None,
         workers=args.workers,
         api_parallelism=args.api_parallelism,
+        stuck_after=args.stuck_pass_seconds,
     )
     autoscaler = (
         AutoscalerLoop(
@@ -113,14 +127,7 @@ def run(args: argparse.Namespace) -> int:
         if args.autoscaler
         else None
     )
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("stopping", extra={"action": signal.Signals(signum).name})
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = _stop_on_signals()
 
     def start() -> None:
         controller.start()
@@ -132,15 +139,11 @@ def run(args: argparse.Namespace) -> int:
         lease = leader.Lease(
             args.leader_election_id, args.leader_election_namespace, args.lease_duration
         )
-        election = leader.Election(kube.api_client, lease, start, stop)
-
+        election = leader.Election(kube, lease, start, stop)
+    health = Health(stop, controller, election)
     server = None
     if args.metrics_addr:
-        server = metrics.HealthServer(
-            args.metrics_addr,
-            ready=lambda: controller.synced or (election is not None and election.standing_by),
-            alive=lambda: not stop.is_set(),
-        )
+        server = metrics.HealthServer(args.metrics_addr, health.ready, health.problems)
         server.start()
     metrics.register_jobs_collector(controller.count_jobs)
 
@@ -150,13 +153,28 @@ def run(args: argparse.Namespace) -> int:
         start()
 
     stop.wait()
+    # The work stops before the lease is handed over: never two writers.
     if autoscaler is not None:
         autoscaler.stop()
     controller.stop()
+    if election is not None:
+        election.release()
     if server:
         server.stop()
     log.info("stopped")
     return 1 if election is not None and election.lost else 0
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("stopping", extra={"action": signal.Signals(signum).name})
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stop
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -164,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup(args.log_level)
     if args.command == "run":
         return run(args)
+    if args.command == "convert":
+        return convert.run(args)
     return smoke.run(args)
 
 

@@ -8,8 +8,21 @@ own), the conditions of the path, and the pods per replica by phase.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Final
 
-from dlk8s.job.api import ConditionType, JobContext, Kind, Obj, Phase, Reason, State
+from dlk8s.job.api import (
+    ConditionType,
+    JobContext,
+    Kind,
+    Obj,
+    Phase,
+    Reason,
+    State,
+    as_dict,
+    as_int,
+    as_list,
+)
 from dlk8s.job.children import replica_key
 from dlk8s.job.policy import (
     PENDING,
@@ -23,6 +36,7 @@ from dlk8s.job.policy import (
 from dlk8s.job.reconcile.invalid import spec_problems
 from dlk8s.job.reconcile.view import (
     JobView,
+    Result,
     SlotView,
     Verdict,
     deciders_of,
@@ -161,3 +175,23 @@ def verdict_conditions(conditions: list[Obj], verdict: Verdict, now: str) -> lis
     return clear_condition(
         conditions, ConditionType.RESTARTING, verdict.reason, "The job has finished", now
     )
+
+
+# The pods of every role by phase, for `kubectl get`'s printer columns: a
+# JSONPath cannot sum replicaStatuses across roles. Unknown is not shown.
+POD_TOTALS: Final = {
+    "pendingPods": PENDING,
+    "runningPods": "Running",
+    "succeededPods": "Succeeded",
+    "failedPods": "Failed",
+}
+
+
+def with_pod_totals(result: Result) -> Result:
+    """The result with its status's pod counts summed over replicaStatuses."""
+    statuses = [as_dict(entry) for entry in as_list(result.status.get("replicaStatuses"))]
+    totals = {
+        field: sum(as_int(as_dict(s.get("replicasStates")).get(phase), 0) for s in statuses)
+        for field, phase in POD_TOTALS.items()
+    }
+    return replace(result, status=result.status | totals)
