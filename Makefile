@@ -25,7 +25,7 @@ tools: $(VENV)/.installed ## install the pinned tool chain into .tools/ (cached 
 	tools/install.sh
 
 # Re-installs only when the package metadata or the pins change.
-$(VENV)/.installed: pyproject.toml dev/pyproject.toml tools/constraints.txt tools/versions.env
+$(VENV)/.installed: pyproject.toml VERSION dev/pyproject.toml tools/constraints.txt tools/versions.env
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[test,lint,bench]' -e dev -c tools/constraints.txt \

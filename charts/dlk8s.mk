@@ -38,3 +38,24 @@ chart-lint: ## generated chart files up to date, helm lint (helm 4 and 3, every 
 	$(VENV_BIN)/yamllint --strict -c $(CHART_YAMLLINT_CONF) crds/ values/ examples/ \
 	  $(CHART_DIR)/Chart.yaml $(CHART_DIR)/values.yaml $(CHART_DIR)/ci/ $(CHART_DIR)/tests/
 	$(VENV_BIN)/python tools/ct/check_values_schema.py $(CHART_DIR)/values.schema.json
+
+# A release: the packaged chart and the operator image's build context, both
+# of the version in VERSION (which the chart, the Python package and the image
+# tag follow), taken from the commit checked out (git archive), not from
+# whatever the work tree holds.
+RELEASE_VERSION = $(shell cat VERSION)
+DIST := dist
+
+.PHONY: release
+release: ## dist/: the packaged chart and the image build context, one version (VERSION)
+	$(CHART_DOC) check
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	$(TOOLS_BIN)/helm package $(CHART_DIR) --destination $(DIST)
+	git archive --format=tar.gz --prefix=dlk8s-operator-$(RELEASE_VERSION)/ \
+	  -o $(DIST)/dlk8s-operator-$(RELEASE_VERSION)-context.tar.gz HEAD \
+	  hooks pyproject.toml README.md LICENSE VERSION
+	@echo "Build and push the image from the context, then install the chart with it:"
+	@echo "  tar -xzf $(DIST)/dlk8s-operator-$(RELEASE_VERSION)-context.tar.gz"
+	@echo "  docker build -f dlk8s-operator-$(RELEASE_VERSION)/hooks/Dockerfile \\"
+	@echo "    -t <your registry>/dlk8s/operator:$(RELEASE_VERSION) dlk8s-operator-$(RELEASE_VERSION)"
+	@echo "  helm install dlk8s $(DIST)/dlk8s-$(RELEASE_VERSION).tgz --set image.registry=<your registry>"

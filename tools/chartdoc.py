@@ -47,6 +47,9 @@ VALUES = CHART / "values.yaml"
 SCHEMA = CHART / "values.schema.json"
 CRD_TEMPLATE = CHART / "templates" / "crds.yaml"
 DOCS = Path("docs/chart.md")
+CHART_README = CHART / "README.md"
+CHART_YAML = CHART / "Chart.yaml"
+VERSION = Path("VERSION")
 GENERATE = "make chart-generate"
 
 TABLE_BEGIN = (
@@ -344,14 +347,27 @@ def values_table(found: list[Row]) -> str:
     return "\n".join([TABLE_BEGIN, *lines, TABLE_END])
 
 
-def docs_with_table(markdown: str, table: str) -> tuple[str, list[str]]:
+def docs_with_table(markdown: str, table: str, where: Path = DOCS) -> tuple[str, list[str]]:
     begin = markdown.find(TABLE_BEGIN)
     end = markdown.find(TABLE_END)
     if begin < 0 or end < begin:
         return markdown, [
-            f"{DOCS}: no values table markers (a line `{TABLE_BEGIN}` and, after it, `{TABLE_END}`)"
+            f"{where}: no values table markers"
+            f" (a line `{TABLE_BEGIN}` and, after it, `{TABLE_END}`)"
         ]
     return markdown[:begin] + table + markdown[end + len(TABLE_END) :], []
+
+
+def chart_with_version(chart_yaml: str, version: str) -> tuple[str, list[str]]:
+    """Chart.yaml with `version` and `appVersion` set to the release version
+    (VERSION): the chart, the Python package and the image tag share one."""
+    if not re.fullmatch(r"\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?", version):
+        return chart_yaml, [f"{VERSION}: {version!r} is not a semantic version"]
+    text, n = re.subn(r"(?m)^version: .*$", f"version: {version}", chart_yaml)
+    text, m = re.subn(r"(?m)^appVersion: .*$", f'appVersion: "{version}"', text)
+    if (n, m) != (1, 1):
+        return chart_yaml, [f"{CHART_YAML}: needs one top-level version and one appVersion line"]
+    return text, []
 
 
 # --- generate / check ------------------------------------------------------
@@ -365,13 +381,23 @@ def expected(root: Path) -> tuple[dict[Path, str], list[str]]:
     schema, schema_problems = schema_with_descriptions(
         json.loads((root / SCHEMA).read_text()), found
     )
-    docs, docs_problems = docs_with_table((root / DOCS).read_text(), values_table(found))
+    table = values_table(found)
+    docs, docs_problems = docs_with_table((root / DOCS).read_text(), table)
+    readme, readme_problems = docs_with_table(
+        (root / CHART_README).read_text(), table, CHART_README
+    )
+    chart, version_problems = chart_with_version(
+        (root / CHART_YAML).read_text(), (root / VERSION).read_text().strip()
+    )
     files = {
         CRD_TEMPLATE: crd_template(root),
         SCHEMA: dump_json(schema),
         DOCS: docs,
+        CHART_README: readme,
+        CHART_YAML: chart,
     }
-    return files, problems + schema_problems + docs_problems
+    problems += schema_problems + docs_problems + readme_problems + version_problems
+    return files, problems
 
 
 def _symlinks(root: Path) -> list[str]:

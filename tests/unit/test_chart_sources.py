@@ -133,6 +133,7 @@ def copy(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "charts", tmp_path / "charts", symlinks=True)
     (tmp_path / "docs").mkdir()
     shutil.copy(ROOT / chartdoc.DOCS, tmp_path / chartdoc.DOCS)
+    shutil.copy(ROOT / chartdoc.VERSION, tmp_path / chartdoc.VERSION)
     assert chartdoc.check(tmp_path) == []
     return tmp_path
 
@@ -224,7 +225,7 @@ def test_generate_carries_a_comment_into_schema_and_docs(copy: Path) -> None:
         "# -- Priority class of the operator pods, e.g. `system-cluster-critical`.\n"
         "# @default -- none",
     )
-    assert len(chartdoc.check(copy)) == 2  # the schema and the docs are stale
+    assert len(chartdoc.check(copy)) == 3  # the schema, the docs and the chart README are stale
     assert chartdoc.generate(copy) == []
     assert chartdoc.check(copy) == []
     schema = json.loads((copy / chartdoc.SCHEMA).read_text())
@@ -259,3 +260,20 @@ def test_chart_alone_renders_the_crds(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "charts" / "dlk8s", tmp_path / "dlk8s", symlinks=True)
     rendered = _helm_crds(tmp_path / "dlk8s")
     assert sorted(rendered) == sorted(_sources(ROOT))
+
+
+def test_a_new_version_reaches_the_chart_and_a_stale_one_fails(copy: Path) -> None:
+    (copy / chartdoc.VERSION).write_text("0.2.0\n")
+    assert any("Chart.yaml" in p for p in chartdoc.check(copy))
+    chartdoc.generate(copy)
+    chart = yaml.safe_load((copy / chartdoc.CHART_YAML).read_text())
+    assert (chart["version"], chart["appVersion"]) == ("0.2.0", "0.2.0")
+    assert chartdoc.check(copy) == []
+    (copy / chartdoc.VERSION).write_text("latest\n")
+    assert any("not a semantic version" in p for p in chartdoc.check(copy))
+
+
+def test_the_chart_readme_carries_the_values_table(copy: Path) -> None:
+    readme = copy / chartdoc.CHART_README
+    _edit(readme, "| `cloud` |", "| `cloudy` |")
+    assert any("README.md" in p for p in chartdoc.check(copy))
