@@ -55,8 +55,12 @@ demo: tools ## local control plane + chart + operator + the seed TFJob examples
 	$(PYTHON) -m dlk8s_dev.demo
 
 .PHONY: cluster
-cluster: tools ## just the local control plane, until Ctrl-C
-	$(PYTHON) -m dlk8s_dev.localcluster
+cluster: tools ## the local cluster (a real node beside the kwok nodes), until Ctrl-C
+	$(PYTHON) -m dlk8s_dev.localcluster --real-node
+
+.PHONY: images
+images: tools ## build the local images (pause, a Debian+Python base) into the per-user cache
+	$(PYTHON) -m dlk8s_dev.images
 
 .PHONY: clean
 clean: ## remove .tools/ (the per-user build cache stays)

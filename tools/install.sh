@@ -56,8 +56,13 @@ cached() {
 # The k8s.io/kubernetes module replaces its staging modules with local paths,
 # which Go ignores in a dependency; a small module maps each of them to its
 # published v0.X.Y instead.
-build_kubernetes() {
+#
+# build_kubernetes_cmds OUT VERSION CMD...: builds k8s.io/kubernetes/cmd/CMD
+# for each CMD into OUT.
+build_kubernetes_cmds() {
   local out="$1" version="$2" mod="$1/src"
+  shift 2
+  local cmds=("$@")
   local minor="${version#v1.}"; minor="${minor%%.*}"
   local staging="v0.${version#v1.}"
   mkdir -p "$mod"
@@ -75,17 +80,12 @@ build_kubernetes() {
       echo
       sed -n 's#^\s*\(k8s.io/[a-z-]*\) => ./staging/src/.*#replace \1 => \1 '"$staging"'#p' "$upstream"
     } >go.mod
-    cat >tools.go <<'GO'
-//go:build tools
-
-package tools
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-apiserver/app"
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager/app"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler/app"
-)
-GO
+    {
+      printf '//go:build tools\n\npackage tools\n\nimport (\n'
+      local c
+      for c in "${cmds[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s/app"\n' "$c"; done
+      printf ')\n'
+    } >tools.go
     go mod tidy -e >/dev/null
     local pkg="k8s.io/component-base/version" cgo="k8s.io/client-go/pkg/version"
     local ldflags="-s -w"
@@ -95,13 +95,18 @@ GO
       ldflags+=" -X $pkg.$kv -X $cgo.$kv"
     done
     local cmd
-    for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
+    for cmd in "${cmds[@]}"; do
       log "  go build $cmd"
       go build -trimpath -ldflags "$ldflags" -o "$out/$cmd" "k8s.io/kubernetes/cmd/$cmd"
     done
   )
   rm -rf "$mod"
 }
+build_kubernetes() {
+  build_kubernetes_cmds "$1" "$2" kube-apiserver kube-controller-manager kube-scheduler
+}
+# The real node's parts, cached apart so the control plane's cache stays valid.
+build_kubernetes_node() { build_kubernetes_cmds "$1" "$2" kubelet kube-proxy; }
 
 # etcd's main module carries replace directives, so `go install` refuses it;
 # a three-line main around etcdmain builds the same server.
@@ -128,6 +133,65 @@ GO
   rm -rf "$mod"
 }
 
+# CoreDNS for the real node's cluster DNS. Its main package imports every
+# plugin (cloud DNS providers and their SDKs included); the same three-line
+# main with only the plugins the local cluster uses builds in a fraction of
+# the time. dnsserver's directive list already orders every plugin.
+build_coredns() {
+  local out="$1" version="$2" mod="$1/src"
+  mkdir -p "$mod"
+  (
+    cd "$mod"
+    printf 'module dlk8s.io/tools/coredns\n\ngo 1.24\n\nrequire github.com/coredns/coredns %s\n' "$version" >go.mod
+    cat >main.go <<'GO'
+package main
+
+import (
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/coredns/coredns/plugin/bind"
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/kubernetes"
+	_ "github.com/coredns/coredns/plugin/loadbalance"
+	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/ready"
+	_ "github.com/coredns/coredns/plugin/template"
+)
+
+func main() { coremain.Run() }
+GO
+    go mod tidy >/dev/null
+    go build -trimpath -ldflags "-s -w" -o "$out/coredns" .
+  )
+  rm -rf "$mod"
+}
+
+# --- Debian packages of the real node ----------------------------------------
+
+# The real node's runtime and image tools come from Debian. apt-get runs only
+# when one is missing (and `apt-get update` once, first). Not root: say what
+# is missing and go on; the kwok-only cluster needs none of them.
+NODE_DEBS=(containerd runc containernetworking-plugins iptables conntrack
+  buildah mmdebstrap gcc libc6-dev)
+install_node_debs() {
+  local missing=() pkg
+  for pkg in "${NODE_DEBS[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q '^install ok installed$' \
+      || missing+=("$pkg")
+  done
+  ((${#missing[@]})) || return 0
+  if [[ $(id -u) != 0 ]]; then
+    log "not root: cannot apt-get install ${missing[*]} (the real node needs them)"
+    return 0
+  fi
+  log "apt-get install ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+}
+
 # --- Go tools installed as published ----------------------------------------
 
 go_install() { GOBIN="$1" go install -trimpath -ldflags "-s -w" "$2@$3"; }
@@ -146,6 +210,8 @@ build_in_module() {
   rm -rf "$src"
 }
 build_ct() { build_in_module "$1" github.com/helm/chart-testing/v3 "$2" ct; }
+# promtool checks the chart's PrometheusRule (tests/unit/test_chart_monitoring.py).
+build_promtool() { build_in_module "$1" github.com/prometheus/prometheus "$2" cmd/promtool; }
 build_helm_unittest() {
   build_in_module "$1" github.com/helm-unittest/helm-unittest "$2" cmd/helm-unittest
 }
@@ -185,9 +251,13 @@ build_layer_v32() {
 install_tool() {
   case "$1" in
     kubernetes) cached kubernetes "$KUBERNETES_VERSION" build_kubernetes ;;
+    kubernetes-node) cached kubernetes-node "$KUBERNETES_VERSION" build_kubernetes_node ;;
+    coredns) cached coredns "$COREDNS_VERSION" build_coredns ;;
+    node-debs) install_node_debs ;;
     etcd) cached etcd "$ETCD_VERSION" build_etcd ;;
     kwok) cached kwok "$KWOK_VERSION" build_kwok ;;
     ct) cached chart-testing "$CHART_TESTING_VERSION" build_ct ;;
+    promtool) cached promtool "$PROMETHEUS_VERSION" build_promtool ;;
     helm-unittest) cached helm-unittest "$HELM_UNITTEST_VERSION" build_helm_unittest ;;
     kubectl-helm4) cached kubectl-layer-v34 "$KUBECTL_LAYER_V34_VERSION" build_layer_v34 ;;
     helm3) cached kubectl-layer-v32 "$KUBECTL_LAYER_V32_VERSION" build_layer_v32 ;;
@@ -195,7 +265,7 @@ install_tool() {
   esac
 }
 
-ALL=(kubectl-helm4 helm3 kwok helm-unittest ct etcd kubernetes)
+ALL=(kubectl-helm4 helm3 kwok helm-unittest ct promtool etcd kubernetes node-debs kubernetes-node coredns)
 for tool in "${@:-${ALL[@]}}"; do
   install_tool "$tool"
 done

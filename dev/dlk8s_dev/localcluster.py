@@ -32,9 +32,14 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+from .pdeath import die_with_parent
+
+if TYPE_CHECKING:
+    from .realnode import RealNode
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TOOLS_BIN = REPO_ROOT / ".tools" / "bin"
@@ -239,6 +244,7 @@ class _Proc:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+    argv: list[str] = field(default_factory=list)  # to start it again (restart_process)
 
 
 @dataclass
@@ -248,6 +254,11 @@ class LocalCluster:
     nodes: Sequence[NodeSpec] = DEFAULT_NODES
     tools_bin: Path = DEFAULT_TOOLS_BIN
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr))
+    # A real node (containerd, kubelet, kube-proxy, CoreDNS; see realnode.py)
+    # beside the kwok nodes. It needs root and `make tools`; the API server
+    # then binds to the node's veth address instead of 127.0.0.1.
+    real_node: bool = False
+    node: RealNode | None = field(init=False, default=None)
     workdir: Path = field(init=False)
     server: str = field(init=False, default="")
     token: str = field(init=False, default="")
@@ -262,9 +273,14 @@ class LocalCluster:
         if missing:
             raise ClusterError(f"missing tools in {self.tools_bin}: {missing}; run `make tools`")
         base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+        clean_stale_workdirs(Path(base or tempfile.gettempdir()), self.log)
         self.workdir = Path(tempfile.mkdtemp(prefix=own_prefix(), dir=base))
         began = time.monotonic()
         try:
+            if self.real_node:
+                from .realnode import RealNode
+
+                self.node = RealNode(tools_bin=self.tools_bin, log=self.log).prepare()
             self._write_credentials()
             self._start_etcd()
             self._start_apiserver()
@@ -272,21 +288,29 @@ class LocalCluster:
             self._start_kwok()
             self.create_nodes(self.nodes)
             self._wait_ready()
+            self.startup_seconds = time.monotonic() - began
+            took = f"{self.startup_seconds:.1f}s"
+            self.log(f"[localcluster] control plane ready in {took} at {self.server}")
+            if self.node is not None:
+                self.node.start(self)
         except BaseException:
             self.stop()
             raise
-        self.startup_seconds = time.monotonic() - began
-        self.log(
-            f"[localcluster] control plane ready in {self.startup_seconds:.1f}s at {self.server}"
-        )
         return self
 
     def stop(self) -> None:
         """Stop every process by pid (TERM, then KILL) and remove the directory."""
+        if self.node is not None:
+            # The node first: its clients close their connections, so the API
+            # server then stops at once. Its address stays until the end.
+            self.node.stop(keep_api_address=True)
         for proc in reversed(self._procs):
             with contextlib.suppress(ProcessLookupError):
                 proc.popen.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 15
+        # With a real node the API server's shutdown waits 20 s to take its
+        # address out of the `kubernetes` Service's endpoints; nobody is left
+        # to care, so it gets a short grace.
+        deadline = time.monotonic() + (3 if self.node is not None else 15)
         for proc in reversed(self._procs):
             try:
                 proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -294,6 +318,8 @@ class LocalCluster:
                 proc.popen.kill()
                 proc.popen.wait()
         self._procs.clear()
+        if self.node is not None:
+            self.node.release()
         if getattr(self, "workdir", None) and self.workdir.exists():
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -306,9 +332,6 @@ class LocalCluster:
     @property
     def pids(self) -> list[int]:
         return [p.popen.pid for p in self._procs]
-
-    def process_logs(self) -> dict[str, Path]:
-        return {p.name: p.log for p in self._procs}
 
     # -- access --------------------------------------------------------------
 
@@ -408,8 +431,11 @@ class LocalCluster:
                 # Its own process group, so Ctrl-C in a terminal reaches only
                 # us and we stop the children in order.
                 start_new_session=True,
+                # And it dies with us, even when we are killed (SIGKILL, a
+                # timeout) and cannot stop it.
+                preexec_fn=die_with_parent(),
             )
-        self._procs.append(_Proc(name, popen, log))
+        self._procs.append(_Proc(name, popen, log, list(argv)))
 
     def _tool(self, name: str) -> str:
         return str(self.tools_bin / name)
@@ -438,6 +464,7 @@ class LocalCluster:
             f"{kcm},system:kube-controller-manager,kcm-uid\n"
             f"{sched},system:kube-scheduler,sched-uid\n"
             f'{kwok},kwok,kwok-uid,"system:masters"\n'
+            + "".join(f"{line}\n" for line in (self.node.token_lines() if self.node else []))
         )
         self._component_tokens = {"kcm": kcm, "sched": sched, "kwok": kwok}
 
@@ -465,14 +492,19 @@ class LocalCluster:
     def _start_apiserver(self) -> None:
         port = free_port()
         pki = self.workdir / "pki"
-        self.server = f"https://127.0.0.1:{port}"
+        host = self.node.host_ip if self.node else "127.0.0.1"
+        self.server = f"https://{host}:{port}"
+        address_flags = (
+            self.node.apiserver_flags()
+            if self.node
+            else ["--bind-address=127.0.0.1", "--advertise-address=127.0.0.1"]
+        )
         self._spawn(
             "kube-apiserver",
             [
                 self._tool("kube-apiserver"),
                 f"--etcd-servers=http://127.0.0.1:{self._ports['etcd']}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                *address_flags,
                 f"--secure-port={port}",
                 f"--cert-dir={pki}",
                 f"--token-auth-file={pki / 'tokens.csv'}",
@@ -574,6 +606,42 @@ class LocalCluster:
             self,
         )
 
+    # -- faults, for the chaos suite and the fault tests ------------------------
+
+    def restart_process(self, name: str, down: float = 0.0, sig: int = signal.SIGKILL) -> None:
+        """Kill one control-plane process (by pid), leave it down `down`
+        seconds, and start it again with the same flags (its port, its data)."""
+        proc = next(p for p in self._procs if p.name == name)
+        with contextlib.suppress(ProcessLookupError):
+            proc.popen.send_signal(sig)
+        proc.popen.wait(timeout=30)
+        time.sleep(down)
+        with proc.log.open("ab") as out:
+            proc.popen = subprocess.Popen(
+                proc.argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.workdir,
+                start_new_session=True,
+                preexec_fn=die_with_parent(),
+            )
+
+    def restart_apiserver(self, down: float = 3.0) -> None:
+        """kube-apiserver killed, refusing connections for `down` seconds,
+        then started again; returns once it is ready."""
+        self.restart_process("kube-apiserver", down)
+        _wait_for(self._apiserver_ready, 90, "kube-apiserver /readyz after a restart", self)
+
+    def compact_etcd(self) -> int:
+        """Compact etcd's history up to now, so that watches from an older
+        resourceVersion get 410 Gone; returns the revision compacted to."""
+        base = f"http://127.0.0.1:{self._ports['etcd']}/v3/kv"
+        header = _post_json(f"{base}/range", {"key": base64.b64encode(b"/").decode()})
+        revision = int(header["header"]["revision"])
+        _post_json(f"{base}/compaction", {"revision": revision, "physical": True})
+        return revision
+
     def _nodes_ready(self) -> bool:
         out = self.kubectl(
             "get",
@@ -584,6 +652,15 @@ class LocalCluster:
         )
         states = out.stdout.split()
         return out.returncode == 0 and len(states) >= len(self.nodes) and set(states) == {"True"}
+
+
+def _post_json(url: str, body: dict[str, Any]) -> dict[str, Any]:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        answer: dict[str, Any] = json.loads(resp.read())
+    return answer
 
 
 def _http_ok(url: str) -> bool:
@@ -637,6 +714,28 @@ def leftover_processes(prefix: str | None = None) -> list[tuple[int, str]]:
     return found
 
 
+def clean_stale_workdirs(base: Path, log: Callable[[str], None] | None = None) -> list[Path]:
+    """Remove cluster directories whose owner (the pid in their name) is dead.
+
+    Their processes died with their owner (PR_SET_PDEATHSIG); their files
+    stay until here.
+    """
+    removed = []
+    for path in base.glob(f"{WORKDIR_PREFIX}*"):
+        owner = path.name[len(WORKDIR_PREFIX) :].split("-", 1)[0]
+        if not owner.isdigit() or Path(f"/proc/{owner}").exists():
+            continue
+        # Processes of runs from before they died with their owner.
+        for pid, _ in leftover_processes(str(path)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    if removed and log:
+        log(f"[localcluster] removed directories of dead runs: {[str(p) for p in removed]}")
+    return removed
+
+
 @contextlib.contextmanager
 def running_cluster(**kw: Any) -> Iterator[LocalCluster]:
     cluster = LocalCluster(**kw)
@@ -651,6 +750,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run a local kwok-backed control plane.")
     parser.add_argument("--nodes", type=int, default=len(DEFAULT_NODES))
     parser.add_argument("--gpus-per-node", type=int, default=4)
+    parser.add_argument(
+        "--real-node",
+        action="store_true",
+        help="also run a real node (containerd, kubelet, ...; needs root and `make tools`)",
+    )
     args = parser.parse_args(argv)
     nodes = [NodeSpec(f"kwok-node-{i}", gpu=args.gpus_per_node) for i in range(args.nodes)]
     stop = False
@@ -661,8 +765,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    with running_cluster(nodes=nodes) as cluster:
+    with running_cluster(nodes=nodes, real_node=args.real_node) as cluster:
         print(f"export KUBECONFIG={cluster.kubeconfig}", flush=True)
+        if cluster.node is not None:
+            node = cluster.node
+            print(
+                f"# real node {node.name}: pods need the toleration {node.pod_placement()}\n"
+                f"# images there: {', '.join(i.name for i in node.images.values())}\n"
+                "# load another (an oci-archive: `buildah push IMG oci-archive:F:NAME`):\n"
+                f"#   ctr --address {node.containerd_socket} -n k8s.io images import F",
+                flush=True,
+            )
         while not stop:
             time.sleep(0.5)
     return 0

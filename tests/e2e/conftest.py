@@ -68,3 +68,37 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
     if report.when == "call" and report.failed and isinstance(operator, OperatorProcess):
         # What the operator did is most of what a failed end-to-end test needs.
         report.sections.append(("operator log (tail)", operator.tail(6000)))
+
+
+@pytest.fixture(scope="session")
+def real_cluster() -> Iterator[LocalCluster]:
+    """A second control plane whose cluster also has a real node (see realnode.py).
+
+    Started only by the tests that ask for it. Afterwards nothing of it may be
+    left on the machine: no process, mount, network namespace, iptables rule,
+    veth, bridge, cgroup or folder.
+    """
+    from dlk8s_dev.localcluster import DEFAULT_TOOLS_BIN
+    from dlk8s_dev.realnode import missing_requirements
+
+    missing = missing_tools() + missing_requirements(DEFAULT_TOOLS_BIN)
+    if missing:
+        pytest.skip(f"a real node needs {missing} (run `make tools` as root)")
+    local = LocalCluster(real_node=True)
+    local.start()
+    assert local.node is not None
+    print(
+        f"\n[realnode] control plane {local.startup_seconds:.1f}s, "
+        f"real node {local.node.startup_seconds:.1f}s more"
+    )
+    os.environ.setdefault("DLK8S_REALNODE_STARTUP_SECONDS", f"{local.node.startup_seconds:.1f}")
+    node = local.node
+    try:
+        yield local
+    finally:
+        workdir = str(local.workdir)
+        local.stop()
+        stray = leftover_processes(workdir)
+        assert not stray, f"processes outlived the cluster: {stray}"
+        left = node.leftovers()
+        assert not left, f"the real node left: {left}"
