@@ -179,6 +179,7 @@ def test_install_upgrade_uninstall(
         # the way `make chart-generate` does it)
         for part in ("crds", "charts", "docs"):
             shutil.copytree(REPO / part, tmp_path / part)
+        shutil.copy(REPO / "VERSION", tmp_path / "VERSION")
         crd_file = tmp_path / "crds" / "tfjobs.dlk8s.io.yaml"
         crd = yaml.safe_load(crd_file.read_text())
         marker = {"name": "Marker", "type": "string", "jsonPath": ".metadata.uid", "priority": 1}

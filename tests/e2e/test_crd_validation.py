@@ -145,6 +145,27 @@ INVALID = [
         "spec.replicaSpecs[1].replicas", "greater than or equal to 0",
     ),
     case(
+        # The operator's own limit (MAX_REPLICAS): refused at apply, not failed later.
+        "tf-too-many-replicas", "TFJob", put("replicaSpecs[1].replicas", 10_001),
+        "spec.replicaSpecs[1].replicas", "less than or equal to 10000",
+    ),
+    case(
+        "tf-duplicate-container-name", "TFJob",
+        put("replicaSpecs[1].template.spec.initContainers", [{"name": "tensorflow"}]),
+        "spec.replicaSpecs[1].template.spec.initContainers",
+        "container names must be unique over containers and initContainers",
+    ),
+    case(
+        "tf-negative-gpu-request", "TFJob",
+        put("replicaSpecs[1].template.spec.containers[0].resources", {"limits": {"cpu": "-1"}}),
+        "spec.replicaSpecs[1].template.spec.containers[0].resources.limits.cpu", "should match",
+    ),
+    case(
+        "tf-env-without-name", "TFJob",
+        put("replicaSpecs[1].template.spec.containers[0].env", [{"value": "1"}]),
+        "spec.replicaSpecs[1].template.spec.containers[0].env[0].name", "Required value",
+    ),
+    case(
         "tf-unknown-replica-type", "TFJob", put("replicaSpecs[1].tfReplicaType", "CHIEF"),
         "spec.replicaSpecs[1].tfReplicaType", "Unsupported value", "CHIEF",
     ),
@@ -291,6 +312,15 @@ INVALID = [
     case(
         "paddle-port-out-of-range", "PaddleJob", put("port", 70000),
         "spec.port", "less than or equal to 65535",
+    ),
+    case(
+        "paddle-too-many-trainers", "PaddleJob", put("trainer.maxInstance", 10_001),
+        "spec.trainer.maxInstance", "less than or equal to 10000",
+    ),
+    case(
+        "caffe2-nfs-path-not-mounted", "Caffe2Job",
+        put("backendSpecs", {"backendType": "nfs", "nfsPath": "/shared"}),
+        "spec.replicaSpecs", "every caffe2 container must mount spec.backendSpecs.nfsPath",
     ),
     case(
         "paddle-missing-image", "PaddleJob", remove("image"),

@@ -28,8 +28,9 @@ class RecordingKube:
         self.calls: list[Call] = []
         self.objects: dict[tuple[str, str | None, str], dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []  # Event manifests, in the order sent
-        # (verb, name) -> the error that call raises, as the API server would
-        self.failures: dict[tuple[str, str], Exception] = {}
+        # (verb, name) or (verb, resource, name) -> the error that call raises,
+        # as the API server would
+        self.failures: dict[tuple[str, ...], Exception] = {}
         self._lock = threading.Lock()  # the executor calls from a pool
         self._versions = itertools.count(100)
 
@@ -40,7 +41,7 @@ class RecordingKube:
     def _call(self, verb: str, resource: str, namespace: str | None, name: str) -> None:
         with self._lock:
             self.calls.append((verb, resource, namespace, name))
-        failure = self.failures.get((verb, name))
+        failure = self.failures.get((verb, resource, name)) or self.failures.get((verb, name))
         if failure is not None:
             raise failure
 
@@ -89,10 +90,26 @@ class RecordingKube:
         self.objects[(plural, meta.get("namespace"), meta["name"])] = updated
         return copy.deepcopy(updated)
 
-    def create_event(self, event: dict[str, Any]) -> None:
-        self.create(event)
+    def create_event(self, event: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
-            self.events.append(event)
+            named = copy.deepcopy(event)
+            named["metadata"]["name"] = f"{event['metadata']['generateName']}{len(self.events)}"
+        created = self.create(named)
+        with self._lock:
+            self.events.append(created)
+        return created
+
+    def count_event(self, namespace: str, name: str, count: int, last: str) -> None:
+        """Counts a repeat on the Event object, as a merge patch would."""
+        self._call("patch", "events", namespace, name)
+        with self._lock:
+            stored = self.objects.get(("events", namespace, name))
+            if stored is None:
+                raise NotFoundError(404, "Not Found", {"reason": "NotFound"})
+            stored.update(count=count, lastTimestamp=last)
+            for event in self.events:
+                if event["metadata"]["name"] == name:
+                    event.update(count=count, lastTimestamp=last)
 
 
 def api_status(code: int, reason: str, message: str = "") -> dict[str, Any]:

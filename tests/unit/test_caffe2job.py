@@ -171,6 +171,13 @@ def test_redis_in_master_example_adds_the_redis_container_and_its_service() -> N
         "image": "redis:7.2-alpine",
         "command": ["redis-server", "--port", "6379", "--protected-mode", "no"],
         "ports": [{"name": "redis", "containerPort": 6379, "protocol": "TCP"}],
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "runAsUser": 999,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
     }
     for worker in pods[1:]:
         assert [c["name"] for c in made[("Pod", worker)]["spec"]["containers"]] == ["caffe2"]

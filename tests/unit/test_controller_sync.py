@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 from dlk8s.job.api import EventType, Reason
 from dlk8s.runtime import controller as controller_module
 from dlk8s.runtime.controller import Controller, JobKey
-from dlk8s.runtime.errors import ApiError, NamespaceTerminatingError
+from dlk8s.runtime.errors import ApiError, NamespaceTerminatingError, TransportError
 from dlk8s.runtime.informer import ADDED, Cache
 
 from .fakes import RecordingKube
@@ -222,3 +222,20 @@ def test_a_deleted_job_is_a_success_without_calls(
     assert controller.process_next(timeout=1)
     assert kube.calls == []
     assert count("dlk8s_reconcile_total", kind="TFJob", result="success") == done + 1
+
+
+def test_an_unreachable_api_server_is_logged_once_per_job_not_per_retry(
+    controller: Controller,
+    kube: RecordingKube,
+    job_caches: dict[str, Cache],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    submitted(job_caches)
+    for name in [*PODS, CONFIGMAP]:  # pods, their services and the configmap
+        kube.failures[("create", name)] = TransportError("connection refused")
+    caplog.set_level(logging.DEBUG, logger="dlk8s.runtime.controller")
+    for _ in range(3):
+        run_one(controller)
+    failed = [r for r in caplog.records if r.getMessage() == "reconcile failed; retrying"]
+    assert [r.levelno for r in failed] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+    assert controller.queue.failures(KEY) == 3

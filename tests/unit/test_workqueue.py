@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from dlk8s.runtime.workqueue import ShutDownError, WorkQueue
+from dlk8s.runtime.workqueue import ShutDownError, TokenBucket, WorkQueue
 
 
 def test_adding_a_waiting_key_twice_queues_it_once() -> None:
@@ -131,3 +131,26 @@ def test_delayed_add_of_a_queued_key_is_dropped() -> None:
     queue.done(queue.get(timeout=1))
     with pytest.raises(TimeoutError):
         queue.get(timeout=0.2)
+
+
+def test_retries_of_all_keys_together_are_rate_limited() -> None:
+    """A failure every job meets at once (an API server down) must not turn
+    into a retry storm: past a burst, retries go out at the bucket's rate."""
+    queue = WorkQueue(base_delay=0.001, bucket=TokenBucket(rate=20, burst=2))
+    began = time.monotonic()
+    for i in range(6):
+        queue.add_rate_limited(f"job-{i}")
+    got = [queue.get(timeout=2) for _ in range(6)]
+    took = time.monotonic() - began
+    assert sorted(got) == [f"job-{i}" for i in range(6)]
+    # Two at once, then four at 20 a second: the last one after 0.2 s.
+    assert took >= 0.18, took
+    queue.shut_down()
+
+
+def test_the_bucket_refills_at_its_rate() -> None:
+    bucket = TokenBucket(rate=100, burst=1)
+    assert bucket.reserve() == 0
+    assert 0.005 < bucket.reserve() <= 0.01
+    time.sleep(0.03)
+    assert bucket.reserve() == 0

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.job.actions import Create, Delete, DeleteJob, Event
+from dlk8s.job.actions import Create, Delete, DeleteJob, events_of
 from dlk8s.job.config import parse_config
 from dlk8s.job.reconcile import Observed, Result, reconcile
 
@@ -165,7 +165,8 @@ def deletes(result: Result, kind: str | None = None) -> list[str]:
 
 
 def events(result: Result) -> list[tuple[str, str]]:
-    return [(a.type, a.reason) for a in result.actions if isinstance(a, Event)]
+    """Every event of the pass, those a create or delete carries included."""
+    return [(e.type, e.reason) for e in events_of(result.actions)]
 
 
 def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:

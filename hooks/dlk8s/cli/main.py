@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import logging
 import os
 import signal
@@ -33,6 +34,7 @@ def _truthy(value: str) -> bool:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="dlk8s-operator", description=__doc__)
+    parser.add_argument("--version", action="version", version=importlib.metadata.version("dlk8s"))
     parser.add_argument(
         "--kubeconfig",
         default=os.environ.get("KUBECONFIG") or None,

@@ -7,22 +7,40 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class Event:
+    """A Kubernetes Event; `involved` None means the job."""
+
+    type: str  # dlk8s.job.api.EventType
+    reason: str
+    message: str
+    involved: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class Create:
-    """Create `obj`, a complete manifest; AlreadyExists counts as success."""
+    """Create `obj`, a complete manifest; AlreadyExists counts as success.
+
+    `event` is posted only once the create succeeded: an event that says
+    "Created pod x" for a pod the API server refused is the lie users of
+    every predecessor complained about.
+    """
 
     obj: dict[str, Any]
+    event: Event | None = None
 
 
 @dataclass(frozen=True)
 class Delete:
     """Delete one object; `uid` is a precondition so a newer object of the same
-    name (created after we looked) is never deleted by mistake."""
+    name (created after we looked) is never deleted by mistake. `event` is
+    posted only once the delete succeeded."""
 
     api_version: str
     kind: str
     namespace: str
     name: str
     uid: str | None
+    event: Event | None = None
 
 
 @dataclass(frozen=True)
@@ -41,21 +59,25 @@ class DeleteJob:
     """Delete the job itself (ttlSecondsAfterFinished expired)."""
 
 
-@dataclass(frozen=True)
-class Event:
-    """A Kubernetes Event; `involved` None means the job."""
-
-    type: str  # dlk8s.job.api.EventType
-    reason: str
-    message: str
-    involved: dict[str, Any] | None = None
-
-
 Action = Create | Delete | Patch | DeleteJob | Event
 
 
-def delete_of(obj: dict[str, Any], api_version: str, kind: str) -> Delete:
-    """The Delete of an object we observed, guarded by its uid.
+def events_of(actions: list[Action]) -> list[Event]:
+    """Every event of a pass, those posted only after their change included."""
+    found: list[Event] = []
+    for action in actions:
+        if isinstance(action, Event):
+            found.append(action)
+        elif isinstance(action, (Create, Delete)) and action.event is not None:
+            found.append(action.event)
+    return found
+
+
+def delete_of(
+    obj: dict[str, Any], api_version: str, kind: str, event: Event | None = None
+) -> Delete:
+    """The Delete of an object we observed, guarded by its uid, and the event
+    to post once it is deleted.
 
     apiVersion and kind are passed in: items of a list response lack them.
     """
@@ -68,6 +90,7 @@ def delete_of(obj: dict[str, Any], api_version: str, kind: str) -> Delete:
         namespace=str(meta.get("namespace") or ""),
         name=str(meta.get("name") or ""),
         uid=uid if isinstance(uid, str) else None,
+        event=event,
     )
 
 

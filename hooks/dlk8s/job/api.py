@@ -91,6 +91,10 @@ class Reason:
     DELETE: Final = "SuccessfulDelete"
     INTERNAL_ERROR: Final = "InternalError"
     NAME_TAKEN: Final = "NameTaken"
+    # The API server refused a create or a delete (admission, quota, an
+    # invalid object); client-go's controllers use the same two reasons.
+    FAILED_CREATE: Final = "FailedCreate"
+    FAILED_DELETE: Final = "FailedDelete"
 
 
 class EventType:

@@ -47,6 +47,12 @@ def load_api_client(kubeconfig: str | None = None, pool_size: int = 64) -> clien
             config.load_kube_config(client_configuration=cfg)
     # Creates for one job go out in parallel; the pool must not serialize them.
     cfg.connection_pool_maxsize = pool_size
+    # No second attempt on a refused connection: urllib3 would make three at
+    # once, so an API server that is down would see four per request, and
+    # the back-off of the informers and of the work queue is what paces the
+    # retries. A read on a pooled connection the server closed is repeated
+    # once (urllib3 does so only for idempotent methods).
+    cfg.retries = urllib3.Retry(total=1, connect=0, read=1, redirect=0, status=0)
     return client.ApiClient(cfg)
 
 
@@ -69,8 +75,14 @@ class Kube:
         stream: bool = False,
         timeout: float | tuple[float, float] | None = 30,
         resource: str = "",
+        verb: str | None = None,
     ) -> Any:
-        """One API call. Returns the decoded JSON, or the live response when streaming."""
+        """One API call. Returns the decoded JSON, or the live response when streaming.
+
+        Counted in dlk8s_api_requests_total by `verb` (the RBAC verb in upper
+        case, from the method unless given: LIST is a GET of a collection) and
+        `resource` (plural, with the subresource), which is what the RBAC test
+        compares with what the chart grants."""
         # The ApiClient supplies the URL and the auth headers (refreshing the
         # token); the body goes out as bytes we encoded, on its connection pool.
         _, url, headers, _, _ = self.api_client.param_serialize(
@@ -80,7 +92,7 @@ class Kube:
             header_params={"Accept": JSON, "Content-Type": content_type},
             auth_settings=["BearerToken"],
         )
-        verb = _verb(method, stream)
+        verb = verb or _verb(method, stream)
         metrics.API_REQUESTS.labels(verb, resource).inc()
         try:
             raw = self.api_client.rest_client.pool_manager.request(
@@ -121,7 +133,12 @@ class Kube:
     ) -> Listing:
         query = [("labelSelector", selectors.label), ("fieldSelector", selectors.field)]
         body = self.request(
-            "GET", resource.path(namespace), query=query, timeout=120, resource=resource.plural
+            "GET",
+            resource.path(namespace),
+            query=query,
+            timeout=120,
+            resource=resource.plural,
+            verb="LIST",
         )
         version = (body.get("metadata") or {}).get("resourceVersion") or ""
         return Listing(body.get("items") or [], str(version))
@@ -157,13 +174,36 @@ class Kube:
     # -- reads and writes ------------------------------------------------------------
 
     def create(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Create; raises AlreadyExistsError, NamespaceTerminatingError, ... (runtime.errors)."""
+        """Create; raises AlreadyExistsError, NamespaceTerminatingError, ... (runtime.errors).
+
+        With strict field validation: a field the API server does not know
+        (a misspelled `resource:` in a pod template) fails the create with
+        BadRequestError naming it, instead of being dropped with a warning
+        header nobody reads.
+        """
         res = resource_for(obj["apiVersion"], obj["kind"])
         namespace = obj.get("metadata", {}).get("namespace")
         created: dict[str, Any] = self.request(
-            "POST", res.path(namespace), body=obj, resource=res.plural
+            "POST",
+            res.path(namespace),
+            query=[("fieldValidation", "Strict")],
+            body=obj,
+            resource=res.plural,
         )
         return created
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT the whole object; a stale resourceVersion fails with ConflictError."""
+        res = resource_for(obj["apiVersion"], obj["kind"])
+        meta = obj["metadata"]
+        replaced: dict[str, Any] = self.request(
+            "PUT",
+            res.path(meta.get("namespace"), meta["name"]),
+            query=[("fieldValidation", "Strict")],
+            body=obj,
+            resource=res.plural,
+        )
+        return replaced
 
     def delete(
         self,
@@ -216,8 +256,13 @@ class Kube:
         found: dict[str, Any] = self.request("GET", res.path(namespace, name), resource=res.plural)
         return found
 
-    def create_event(self, event: dict[str, Any]) -> None:
-        self.create(event)
+    def create_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        return self.create(event)
+
+    def count_event(self, namespace: str, name: str, count: int, last: str) -> None:
+        """Count a repeat on an Event posted before (what client-go's
+        EventCorrelator does); NotFoundError once the API server expired it."""
+        self.patch("v1", "Event", namespace, name, {"count": count, "lastTimestamp": last})
 
 
 class WatchStream:

@@ -19,13 +19,13 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
 from dlk8s.job.actions import Event
-from dlk8s.job.api import API_VERSION, LABEL_JOB_NAME, EventType, Observed, Reason
+from dlk8s.job.api import API_VERSION, LABEL_JOB_NAME, EventType, Observed, Reason, State
 from dlk8s.job.config import ControllerConfig
-from dlk8s.job.reconcile import reconcile
+from dlk8s.job.reconcile import after_refusals, reconcile
 from dlk8s.runtime import metrics
 from dlk8s.runtime.client import Kube
 from dlk8s.runtime.errors import ApiError, TerminalError, TransportError
-from dlk8s.runtime.executor import Api, ChildNotCreatedError, Executor, job_str
+from dlk8s.runtime.executor import Api, ChildNotCreatedError, Executor, Outcome, job_str
 from dlk8s.runtime.expectations import Expectations
 from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Cache, Informer
 from dlk8s.runtime.resources import CHILD_RESOURCES, JOB_RESOURCES
@@ -42,6 +42,11 @@ CHILD_SELECTOR = LABEL_JOB_NAME
 # pod events the same way. Events of the job itself are handled at once, and
 # every pass still writes its status whole and at once.
 CHILD_EVENT_BATCH_SECONDS = 1.0
+
+# A pass takes milliseconds, seconds for a job of thousands of pods; one that
+# has run this long is wedged (a call that never returns), and the liveness
+# probe should restart the operator rather than leave the job unattended.
+STUCK_PASS_SECONDS = 300.0
 
 # Failures that say what went wrong without a traceback.
 _EXPECTED_FAILURES = (ApiError, TransportError, ChildNotCreatedError)
@@ -133,6 +138,7 @@ class Controller:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         child_event_batch: float = CHILD_EVENT_BATCH_SECONDS,
         pool: Pool | None = None,
+        stuck_after: float = STUCK_PASS_SECONDS,
     ) -> None:
         self.kube = kube
         self.config = config
@@ -152,6 +158,11 @@ class Controller:
         self._written_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._started = threading.Event()
+        self._stopping = threading.Event()
+        # A pass running longer than this means a wedged worker (see problems()).
+        self.stuck_after = stuck_after
+        self._passes: dict[int, tuple[JobKey, float]] = {}  # by worker: its key, since when
+        self._passes_lock = threading.Lock()
 
     @classmethod
     def watching(
@@ -225,7 +236,30 @@ class Controller:
     def synced(self) -> bool:
         return self._started.is_set()
 
+    @property
+    def informers(self) -> Sequence[Informer]:
+        """What fills the caches (children first, then the jobs)."""
+        return self._informers
+
+    def problems(self) -> list[str]:
+        """Why the controller can no longer do its work ([] when it can): an
+        informer or worker thread that died, a pass that has run far too long.
+        /healthz fails on any, so the liveness probe restarts the operator."""
+        found = [f"the informer of {i.name} has stopped" for i in self._informers if not i.alive]
+        if not self._stopping.is_set():
+            found += [f"{t.name} has exited" for t in self._threads if not t.is_alive()]
+        now = time.monotonic()
+        with self._passes_lock:
+            passes = list(self._passes.values())
+        found += [
+            f"a pass of {key} has run for {now - since:.0f}s"
+            for key, since in passes
+            if now - since > self.stuck_after
+        ]
+        return found
+
     def stop(self, timeout: float = 10) -> None:
+        self._stopping.set()
         self.queue.shut_down()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
@@ -252,9 +286,14 @@ class Controller:
         except ShutDownError:
             return False
         metrics.QUEUE_DEPTH.set(len(self.queue))
+        worker = threading.get_ident()
+        with self._passes_lock:
+            self._passes[worker] = (key, time.monotonic())
         try:
             result = self._process(key)
         finally:
+            with self._passes_lock:
+                del self._passes[worker]
             self.queue.done(key)
         metrics.RECONCILES.labels(key.kind, result).inc()
         return True
@@ -275,7 +314,12 @@ class Controller:
             return "bug"
         except Exception as err:
             metrics.RECONCILE_ERRORS.labels(key.kind).inc()
-            log.warning(
+            # An API server out of reach fails every retry of every job alike:
+            # a key's first failure says so, its retries until it succeeds
+            # would only fill the log of an outage (the informers log it too).
+            repeat = isinstance(err, TransportError) and self.queue.failures(key) > 0
+            log.log(
+                logging.DEBUG if repeat else logging.WARNING,
                 "reconcile failed; retrying",
                 extra={"job": str(key), "error": repr(err)},
                 exc_info=not isinstance(err, _EXPECTED_FAILURES),
@@ -330,15 +374,44 @@ class Controller:
             # The events that show our last changes requeue the job; the
             # timer only matters if one of them never comes.
             return wait
+        observed, now = self.children.observed(uid), self.clock()
         try:
-            result = reconcile(job, self.children.observed(uid), self.config, self.clock())
+            result = reconcile(job, observed, self.config, now)
         except Exception as err:
             raise ReconcileBugError(job, err) from err
-        self.executor.execute(job, result.actions)
-        if result.status != job.get("status"):
-            self._write_status(job, result.status)
+        outcome = self.executor.execute(job, result.actions)
+        status = result.status
+        if outcome.refusals:
+            status = self._refused(job, observed, status, outcome, now)
+        elif outcome.failures:
+            # Not written: it would count as created what was not (see
+            # job.reconcile.status.replica_statuses); the retry writes it.
+            raise outcome.failures[0]
+        if status != job.get("status"):
+            self._write_status(job, status)
         metrics.RECONCILE_SECONDS.labels(key.kind).observe(time.monotonic() - started)
+        if outcome.failures and status.get("state") != State.FAILED:
+            raise outcome.failures[0]  # retried with back-off: a quota may free up
         return result.requeue_after
+
+    def _refused(
+        self,
+        job: dict[str, Any],
+        observed: Observed,
+        status: dict[str, Any],
+        outcome: Outcome,
+        now: datetime,
+    ) -> dict[str, Any]:
+        """The status that names what the API server refused, and its events;
+        a pod with a field it does not know fails the job as InvalidSpec."""
+        try:
+            fixed = after_refusals(
+                job, observed, status, outcome.not_created, outcome.refusals, now
+            )
+        except Exception as err:
+            raise ReconcileBugError(job, err) from err
+        self.executor.send_events(job, [a for a in fixed.actions if isinstance(a, Event)])
+        return fixed.status
 
     def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> None:
         updated = self.kube.replace_status({**job, "status": status})

@@ -54,6 +54,10 @@ class InvalidError(ApiError):
     """422: the object fails the API server's validation."""
 
 
+class BadRequestError(ApiError):
+    """400: e.g. a field strict field validation does not know."""
+
+
 class TransportError(Exception):
     """No answer from the API server: connection refused or reset, a timeout, TLS."""
 
@@ -75,7 +79,25 @@ def _error_type(status: int, body: dict[str, Any]) -> type[ApiError]:
     return _BY_STATUS.get(status, ApiError)
 
 
-_BY_STATUS: dict[int, type[ApiError]] = {404: NotFoundError, 410: GoneError, 422: InvalidError}
+_BY_STATUS: dict[int, type[ApiError]] = {
+    400: BadRequestError,
+    404: NotFoundError,
+    410: GoneError,
+    422: InvalidError,
+}
+
+
+def is_refusal(err: BaseException) -> bool:
+    """Whether the API server refused a request on its merits: admission (Pod
+    Security, a quota, a LimitRange, a webhook), RBAC, or validation. Such a
+    refusal is the user's to see in the job's status, unlike an outage; a
+    namespace being deleted is neither (the job goes with it)."""
+    if isinstance(err, NamespaceTerminatingError):
+        return False
+    if isinstance(err, (BadRequestError, ForbiddenError, InvalidError)):
+        return True
+    # A webhook that cannot be reached fails closed with 500 and says so.
+    return isinstance(err, ApiError) and "admission webhook" in str(err.body.get("message", ""))
 
 
 def _namespace_terminating(body: dict[str, Any]) -> bool:

@@ -3,7 +3,10 @@
 The API calls of one pass go out in parallel. Each create or delete of a
 watched child is recorded in the expectations before its call, so the job
 is not reconciled again until the caches show it (runtime.expectations).
-Events are sent after the changes, merged into one per kind of event.
+Events are sent after the changes, merged into one per kind of event; the
+event a create or delete carries is sent only if it succeeded. What failed
+comes back as an Outcome, the refusals of the API server apart, for the
+controller to write into the job's status (job.reconcile.after_refusals).
 """
 
 from __future__ import annotations
@@ -11,11 +14,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor as Pool
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from dlk8s.job.actions import (
-    MAX_EVENT_MESSAGE,
     Action,
     Create,
     Delete,
@@ -24,15 +27,19 @@ from dlk8s.job.actions import (
     Patch,
     merge_events,
 )
-from dlk8s.job.api import EventType, Reason, format_time
+from dlk8s.job.api import EventType, Reason
 from dlk8s.job.children import controlled_by
+from dlk8s.job.reconcile.refused import CREATE, DELETE, Refusal
 from dlk8s.runtime.errors import (
     AlreadyExistsError,
+    ApiError,
     ConflictError,
     NamespaceTerminatingError,
     NotFoundError,
     TerminalError,
+    is_refusal,
 )
+from dlk8s.runtime.events import EventApi, EventRecorder
 from dlk8s.runtime.expectations import Change, Expectations
 from dlk8s.runtime.resources import CHILD_RESOURCES
 
@@ -51,7 +58,7 @@ class ChildApi(Protocol):
     ) -> dict[str, Any]: ...
 
 
-class Api(ChildApi, Protocol):
+class Api(ChildApi, EventApi, Protocol):
     """What carrying out actions needs of runtime.client.Kube."""
 
     def delete(
@@ -62,8 +69,6 @@ class Api(ChildApi, Protocol):
         self, api_version: str, kind: str, namespace: str | None, name: str, patch: dict[str, Any]
     ) -> dict[str, Any]: ...
 
-    def create_event(self, event: dict[str, Any]) -> None: ...
-
 
 class ChildNotCreatedError(Exception):
     """A create that neither made the child nor found the job's own."""
@@ -71,6 +76,18 @@ class ChildNotCreatedError(Exception):
 
 class NameTakenError(ChildNotCreatedError):
     """A child's name is held by an object the job does not control."""
+
+
+@dataclass
+class Outcome:
+    """What the changes of one pass came to."""
+
+    # Everything that went wrong; the first fails the pass (retried with back-off).
+    failures: list[Exception] = field(default_factory=list)
+    # What the API server refused on its merits, in its words (runtime.errors.is_refusal).
+    refusals: list[Refusal] = field(default_factory=list)
+    # Manifests of creates that did not happen, refused or failed otherwise.
+    not_created: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Executor:
@@ -84,25 +101,32 @@ class Executor:
         self.api = api
         self.expectations = expectations
         self._pool = pool  # the calls of one pass in parallel, bounded
-        self._clock = clock  # event timestamps
+        self.events = EventRecorder(api, clock)
 
-    def execute(self, job: dict[str, Any], actions: list[Action]) -> None:
-        """Carry out one pass's actions; raise the first failure once all are done."""
+    def execute(self, job: dict[str, Any], actions: list[Action]) -> Outcome:
+        """Carry out one pass's actions, all of them even when some fail; then
+        post the events of what was done, merged into one per reason."""
         changes = [a for a in actions if not isinstance(a, Event)]
-        events = [a for a in actions if isinstance(a, Event)]
         uid = job["metadata"]["uid"]
         self.expectations.expect(uid, {c for a in changes if (c := expected_change(a))})
-        failures = [err for err in self._pool.map(self._apply_safely(job), changes) if err]
+        outcome = Outcome()
+        done: list[Event] = [a for a in actions if isinstance(a, Event)]
+        errors = self._pool.map(self._apply_safely(job), changes)
+        for action, err in zip(changes, errors, strict=True):
+            if err is not None:
+                _note_failure(outcome, action, err)
+            elif isinstance(action, (Create, Delete)) and action.event is not None:
+                done.append(action.event)
+        self.send_events(job, done)
+        return outcome
+
+    def send_events(self, job: dict[str, Any], events: list[Event]) -> None:
+        """Post in the background, merged into one per (type, reason, object)."""
         for event in merge_events(events):
             self._pool.submit(self.send_event, job, event)
-        if failures:
-            raise failures[0]
 
     def send_event(self, job: dict[str, Any], event: Event) -> None:
-        try:
-            self.api.create_event(event_manifest(job, event, self._clock()))
-        except Exception as err:  # events are best effort: never fail a reconcile
-            log.info("event not recorded", extra={"job": job_str(job), "error": repr(err)})
+        self.events.record(job, event)  # best effort: it never raises
 
     def _apply_safely(self, job: dict[str, Any]) -> Callable[[Action], Exception | None]:
         def apply(action: Action) -> Exception | None:
@@ -199,34 +223,22 @@ def expected_change(action: Action) -> Change | None:
     return None
 
 
-def event_manifest(job: dict[str, Any], event: Event, now: datetime) -> dict[str, Any]:
-    meta = job["metadata"]
-    involved = event.involved or job
-    involved_meta = involved.get("metadata", {})
-    stamp = format_time(now)
-    return {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {
-            "generateName": f"{meta['name'][:200]}.",
-            "namespace": meta["namespace"],
-        },
-        "involvedObject": {
-            "apiVersion": involved.get("apiVersion", job["apiVersion"]),
-            "kind": involved.get("kind", job["kind"]),
-            "name": involved_meta.get("name", meta["name"]),
-            "namespace": involved_meta.get("namespace", meta["namespace"]),
-            "uid": involved_meta.get("uid", meta["uid"]),
-        },
-        "type": event.type,
-        "reason": event.reason,
-        "message": event.message[:MAX_EVENT_MESSAGE],
-        "source": {"component": "dlk8s-operator"},
-        "reportingComponent": "dlk8s-operator",
-        "firstTimestamp": stamp,
-        "lastTimestamp": stamp,
-        "count": 1,
-    }
+def _note_failure(outcome: Outcome, action: Action, err: Exception) -> None:
+    outcome.failures.append(err)
+    if isinstance(action, Create):
+        outcome.not_created.append(action.obj)
+        if is_refusal(err):
+            outcome.refusals.append(Refusal(CREATE, action.obj, _message(err)))
+    elif isinstance(action, Delete) and is_refusal(err):
+        what = {"kind": action.kind, "metadata": {"name": action.name}}
+        outcome.refusals.append(Refusal(DELETE, what, _message(err)))
+
+
+def _message(err: Exception) -> str:
+    """The API server's own words, as users see them from kubectl."""
+    if isinstance(err, ApiError) and err.body.get("message"):
+        return str(err.body["message"])
+    return str(err)
 
 
 def job_str(job: dict[str, Any]) -> str:

@@ -222,6 +222,13 @@ class Informer:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
 
+    @property
+    def alive(self) -> bool:
+        """False once the thread has died while nobody stopped it (a bug, or a
+        BaseException out of a handler): the cache no longer follows."""
+        thread = self._thread
+        return thread is None or thread.is_alive() or self._stopping.is_set()
+
     def has_synced(self) -> bool:
         return self._synced.is_set()
 

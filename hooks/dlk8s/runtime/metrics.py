@@ -60,11 +60,14 @@ def register_jobs_collector(count: Callable[[], dict[tuple[str, str], int]]) -> 
 
 
 class HealthServer:
-    """Serves /metrics, /healthz (alive) and /readyz (ready to serve)."""
+    """Serves /metrics, /healthz (alive: no problems) and /readyz (ready to
+    serve); see runtime.health for what they mean."""
 
-    def __init__(self, address: str, ready: Callable[[], bool], alive: Callable[[], bool]) -> None:
+    def __init__(
+        self, address: str, ready: Callable[[], bool], problems: Callable[[], list[str]]
+    ) -> None:
         host, _, port = address.rpartition(":")
-        handler = _handler(ready, alive)
+        handler = _handler(ready, problems)
         self._server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="http", daemon=True)
 
@@ -80,20 +83,24 @@ class HealthServer:
         self._server.server_close()
 
 
-def _handler(ready: Callable[[], bool], alive: Callable[[], bool]) -> type[BaseHTTPRequestHandler]:
+def _handler(
+    ready: Callable[[], bool], problems: Callable[[], list[str]]
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/metrics":
                 self._reply(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
             elif self.path == "/healthz":
-                self._probe(alive())
+                found = problems()
+                self._probe(not found, "".join(f"{p}\n" for p in found))
             elif self.path == "/readyz":
-                self._probe(ready())
+                self._probe(ready(), "not ready\n")
             else:
                 self._reply(404, b"not found\n", "text/plain")
 
-        def _probe(self, ok: bool) -> None:
-            self._reply(200 if ok else 503, b"ok\n" if ok else b"not ready\n", "text/plain")
+        def _probe(self, ok: bool, why: str) -> None:
+            body = b"ok\n" if ok else why.encode()
+            self._reply(200 if ok else 503, body, "text/plain")
 
         def _reply(self, code: int, body: bytes, content_type: str) -> None:
             self.send_response(code)

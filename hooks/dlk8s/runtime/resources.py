@@ -48,6 +48,7 @@ _BUILTIN: Final = (
     Resource("v1", "Event", "events"),
     Resource("v1", "Node", "nodes", namespaced=False),
     Resource("apps/v1", "Deployment", "deployments"),
+    Resource("coordination.k8s.io/v1", "Lease", "leases"),
 )
 _BY_KIND: Final[Mapping[tuple[str, str], Resource]] = MappingProxyType(
     {(r.api_version, r.kind): r for r in (*_BUILTIN, *JOB_RESOURCES.values())}

@@ -6,8 +6,11 @@
 - ``add_after`` schedules a key; a key scheduled twice keeps the earlier
   time, and a key already queued is not scheduled again, so a burst of
   delayed adds costs one pass.
-- ``add_rate_limited`` delays a key exponentially per consecutive failure;
-  ``forget`` resets that count after a success.
+- ``add_rate_limited`` delays a key exponentially per consecutive failure,
+  and all retries together by a token bucket (client-go's default controller
+  rate limiter: the larger of the two waits), so that a failure every job
+  meets at once (an API server down) cannot turn into a storm of retries;
+  ``forget`` resets a key's count after a success.
 """
 
 from __future__ import annotations
@@ -29,10 +32,31 @@ class ShutDownError(Exception):
     """The queue was shut down; workers should return."""
 
 
+class TokenBucket:
+    """Retries over all keys: `burst` at once, then `rate` a second."""
+
+    def __init__(self, rate: float = 10.0, burst: float = 100.0) -> None:
+        self._rate = rate
+        self._burst = burst
+        self._tokens = burst  # may go negative: waits already promised
+        self._at = time.monotonic()
+
+    def reserve(self) -> float:
+        """Take a token; the seconds until it is there (not thread-safe)."""
+        now = time.monotonic()
+        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+        self._at = now
+        self._tokens -= 1
+        return max(0.0, -self._tokens / self._rate)
+
+
 class WorkQueue(Generic[K]):
-    def __init__(self, base_delay: float = 0.05, max_delay: float = 300.0) -> None:
+    def __init__(
+        self, base_delay: float = 0.05, max_delay: float = 300.0, bucket: TokenBucket | None = None
+    ) -> None:
         self._base_delay = base_delay
         self._max_delay = max_delay
+        self._bucket = bucket or TokenBucket()
         self._cond = threading.Condition()
         self._queue: deque[K] = deque()  # ready keys, in order
         self._dirty: set[K] = set()  # keys queued or to queue again once done
@@ -81,7 +105,8 @@ class WorkQueue(Generic[K]):
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-        self.add_after(key, min(self._max_delay, self._base_delay * 2**failures))
+            shared = self._bucket.reserve()
+        self.add_after(key, max(shared, min(self._max_delay, self._base_delay * 2**failures)))
 
     def forget(self, key: K) -> None:
         with self._cond:

@@ -32,7 +32,12 @@ from dlk8s.job.api import (
     as_str,
     dig,
 )
-from dlk8s.job.children import containers_named, headless_service, service_dns
+from dlk8s.job.children import (
+    containers_named,
+    headless_service,
+    restricted_security_context,
+    service_dns,
+)
 from dlk8s.job.env import cluster_config, set_env
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
 from dlk8s.job.naming import child_name, label_value
@@ -60,6 +65,7 @@ DEFAULT_REDIS_PORT: Final = 6379
 # container named `redis` keeps its own instead (another image, resources).
 REDIS_CONTAINER: Final = "redis"
 REDIS_IMAGE: Final = "redis:7.2-alpine"
+REDIS_USER: Final = 999  # redis in the official images
 NFS_VOLUME: Final = "dlk8s-caffe2-rendezvous"
 BACKEND_PATH: Final = "spec.backendSpecs"
 
@@ -247,6 +253,8 @@ def _redis(port: int) -> Obj:
         # Protected mode would refuse the other pods: there is no password.
         "command": ["redis-server", "--port", str(port), "--protected-mode", "no"],
         "ports": [{"name": REDIS, "containerPort": port, "protocol": "TCP"}],
+        # The image's own redis user, which owns its working directory /data.
+        "securityContext": restricted_security_context(REDIS_USER),
     }
 
 

@@ -98,7 +98,13 @@ from dlk8s.job.api import (
     is_int,
     show,
 )
-from dlk8s.job.children import containers_named, is_terminating, name_of, replica_key
+from dlk8s.job.children import (
+    containers_named,
+    is_terminating,
+    name_of,
+    replica_key,
+    restricted_security_context,
+)
 from dlk8s.job.env import set_env
 from dlk8s.job.naming import label_value
 from dlk8s.job.resources import cpu_cores, gpu_count
@@ -127,7 +133,10 @@ _ETCD_FLAGS: Final = (
     ("-listen-peer-urls", "http://0.0.0.0:2380"),
     ("-initial-cluster", "etcd0=http://$(POD_IP):2380"),
     ("-initial-cluster-state", "new"),
+    # A volume of its own: as nobody it cannot write to the image's root.
+    ("-data-dir", "/var/lib/etcd"),
 )
+ETCD_DATA_VOLUME: Final = "etcd-data"
 ETCD_COMMAND: Final = ["etcd", *(part for flag in _ETCD_FLAGS for part in flag)]
 MASTER_RESOURCES: Final[Obj] = {
     "requests": {"cpu": "1", "memory": "500Mi"},
@@ -421,8 +430,12 @@ def _master_template(job: Obj) -> Obj:
         "command": list(ETCD_COMMAND),
         "ports": [{"name": "etcd-port", "containerPort": ETCD_PORT, "protocol": "TCP"}],
         "env": [_field_env("POD_IP", "status.podIP")],
+        "volumeMounts": [{"name": ETCD_DATA_VOLUME, "mountPath": "/var/lib/etcd"}],
+        "securityContext": restricted_security_context(),
     }
-    return _pod_template(job, MASTER, [master, etcd])
+    template = _pod_template(job, MASTER, [master, etcd])
+    template["spec"]["volumes"].append({"name": ETCD_DATA_VOLUME, "emptyDir": {}})
+    return template
 
 
 def _field_env(name: str, path: str) -> Obj:

@@ -35,6 +35,7 @@ from dlk8s.job.children import (
     containers_named,
     manifest,
     name_of,
+    restricted_security_context,
 )
 from dlk8s.job.config import GRPC_SERVER_SCRIPT_KEY
 from dlk8s.job.env import cluster_config, set_env
@@ -146,6 +147,7 @@ def _grpc_server_container(ctx: JobContext, slot: Slot) -> Obj:
         "args": grpc_server_args(ctx, slot),
         "ports": [{"name": PORT_NAME, "containerPort": slot.replica.port, "protocol": "TCP"}],
         "volumeMounts": [{"name": PS_SERVER_VOLUME, "mountPath": PS_SERVER_DIR, "readOnly": True}],
+        "securityContext": restricted_security_context(),
     }
 
 
@@ -206,6 +208,7 @@ def tensorboard_deployment(ctx: JobContext, board: Obj) -> Obj:
             f"--port={TENSORBOARD_PORT}",
         ],
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT, "protocol": "TCP"}],
+        "securityContext": restricted_security_context(),
     }
     pod_spec: Obj = {"containers": [container]}
     if board.get("volumeMounts"):

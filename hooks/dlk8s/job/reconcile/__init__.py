@@ -18,24 +18,46 @@ A job goes through one of four paths, one module each:
 
 What every path shares lives in view.py (the job as read, the result),
 status.py (building the status) and restarts.py (counting restarts).
+
+after_refusals(job, observed, status, not_created, refusals, now) is the
+status of a pass whose creates or deletes the API server refused, and the
+events that quote it (refused.py).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 
 from dlk8s.job import naming
-from dlk8s.job.api import JobContext, Kind, Obj, Observed, Slot, as_dict, dig, to_utc
+from dlk8s.job.actions import Action, Event
+from dlk8s.job.api import (
+    EventType,
+    JobContext,
+    Kind,
+    Obj,
+    Observed,
+    Slot,
+    as_dict,
+    dig,
+    to_utc,
+)
 from dlk8s.job.children import controlled_by
 from dlk8s.job.config import ControllerConfig
 from dlk8s.job.reconcile.active import active
 from dlk8s.job.reconcile.finished import finish, is_finished
 from dlk8s.job.reconcile.invalid import invalid_verdict, spec_problems
+from dlk8s.job.reconcile.refused import (
+    Refusal,
+    refusal_events,
+    refused_status,
+    unknown_field_problems,
+)
+from dlk8s.job.reconcile.status import with_pod_totals
 from dlk8s.job.reconcile.view import JobView, Result, read_job
 
-__all__ = ["Observed", "Result", "reconcile"]
+__all__ = ["Observed", "Refusal", "Result", "after_refusals", "reconcile"]
 
 
 def reconcile(job: Obj, observed: Observed, config: ControllerConfig, now: datetime) -> Result:
@@ -49,6 +71,11 @@ def _reconcile(raw: Obj, observed: Observed, config: ControllerConfig, now: date
     job = read_job(raw, now)
     if dig(raw, "metadata", "deletionTimestamp") is not None:
         return Result([], copy.deepcopy(job.prev), None)  # the garbage collector takes over
+    return with_pod_totals(_path(job, observed, config))
+
+
+def _path(job: JobView, observed: Observed, config: ControllerConfig) -> Result:
+    """The one path the job is on (see the module docstring)."""
     owned = _owned(observed, job.uid)
     if is_finished(job):
         return finish(job, owned, None)
@@ -56,6 +83,31 @@ def _reconcile(raw: Obj, observed: Observed, config: ControllerConfig, now: date
     if problems or job.kind is None:
         return finish(job, owned, invalid_verdict(problems))
     return active(_context(job, job.kind, config), job, owned)
+
+
+def after_refusals(
+    job: Obj,
+    observed: Observed,
+    status: Obj,
+    not_created: Sequence[Obj],
+    refusals: Sequence[Refusal],
+    now: datetime,
+) -> Result:
+    """The status and events of a pass that `reconcile` planned as `status`
+    but whose `refusals` the API server refused, leaving `not_created`
+    uncreated (refused or failed otherwise). Its actions are Events only:
+    what else is to do, the next pass decides. Pure, like reconcile."""
+    view = read_job(as_dict(job), to_utc(now))
+    events: list[Action] = list(refusal_events(refusals))
+    problems = unknown_field_problems(view, refusals)
+    if not problems:
+        return Result(events, refused_status(status, not_created, refusals, view.stamp), None)
+    # The status says Failed at once; the finished path cleans up on the
+    # pass that the status write brings.
+    verdict = invalid_verdict(problems)
+    failed = finish(view, _owned(observed, view.uid), verdict)
+    events.append(Event(EventType.WARNING, verdict.reason, verdict.message))
+    return Result(events, failed.status, None)
 
 
 def _owned(observed: Observed, uid: str) -> Observed:

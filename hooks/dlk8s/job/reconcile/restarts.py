@@ -78,5 +78,7 @@ def restart_actions(
             waits.append((due - now).total_seconds())
             continue
         message = f"Restarting {view.label}: {detail(view)}; deleting pod {view.slot.name}"
-        actions += [delete_of(view.pod, *POD), Event(EventType.WARNING, Reason.RESTARTING, message)]
+        actions.append(
+            delete_of(view.pod, *POD, Event(EventType.WARNING, Reason.RESTARTING, message))
+        )
     return actions, waits

@@ -135,14 +135,15 @@ def outcomes(pods: Iterable[Obj], container: str) -> list[PodOutcome]:
 
 
 def create_actions(obj: Obj) -> list[Action]:
+    """The create and the event that tells of it, posted only if it succeeds."""
     what = f"{obj['kind'].lower()} {obj['metadata']['name']}"
-    return [Create(obj), Event(EventType.NORMAL, Reason.CREATE, f"Created {what}")]
+    return [Create(obj, Event(EventType.NORMAL, Reason.CREATE, f"Created {what}"))]
 
 
 def delete_actions(obj: Obj, api_kind: tuple[str, str], why: str) -> list[Action]:
-    delete = delete_of(obj, *api_kind)
-    message = f"Deleted {api_kind[1].lower()} {delete.name}: {why}"
-    return [delete, Event(EventType.NORMAL, Reason.DELETE, message)]
+    name = as_str(as_dict(obj.get("metadata")).get("name"))
+    message = f"Deleted {api_kind[1].lower()} {name}: {why}"
+    return [delete_of(obj, *api_kind, Event(EventType.NORMAL, Reason.DELETE, message))]
 
 
 def later(moment: datetime, seconds: float) -> datetime:

@@ -1,0 +1,11 @@
+# `make chaos`: the chaos suite (bench/chaos.py) on the local control plane:
+# operator kills, kube-apiserver restarts, SIGSTOP with an etcd compaction,
+# leader failover, hostile jobs. A benchmark of resilience, not part of
+# `make test`; it prints the table and writes bench/results/chaos.{md,json},
+# and fails if a figure that must be zero is not. CHAOS_ARGS passes options,
+# e.g. `make chaos CHAOS_ARGS=--short` (a few minutes).
+CHAOS_ARGS ?=
+
+.PHONY: chaos
+chaos: tools ## the chaos suite: kills, API server restarts, leader failover, hostile jobs (bench/results/chaos.md)
+	$(PYTHON) bench/chaos.py $(CHAOS_ARGS)

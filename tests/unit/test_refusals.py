@@ -1,0 +1,226 @@
+"""What the API server refuses shows in the job's status and events, and
+nothing claims a create that did not happen (issue 14, defect 2).
+
+The controller runs one pass against a recording fake of our own client
+wrapper whose creates fail as the API server answers: Pod Security's 403,
+an invalid pod's 422, strict field validation's 400.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from dlk8s.job.api import EventType, Reason
+from dlk8s.runtime.controller import Controller
+from dlk8s.runtime.errors import ApiError, api_error
+from dlk8s.runtime.informer import Cache
+
+from .fakes import RecordingKube, api_status
+from .test_controller_sync import (
+    FIRST_PASS,
+    KEY,
+    count,
+    drain,
+    retried,
+    run_one,
+    submitted,
+    watch_catches_up,
+)
+from .worlds import PODS
+
+MASTER = "example-job-master-0"
+
+
+def forbidden(name: str) -> ApiError:
+    message = (
+        f'pods "{name}" is forbidden: violates PodSecurity "restricted:latest": '
+        f'allowPrivilegeEscalation != false (container "tensorflow" must set '
+        "securityContext.allowPrivilegeEscalation=false)"
+    )
+    return api_error(403, "Forbidden", api_status(403, "Forbidden", message))
+
+
+def unknown_field(field: str) -> ApiError:
+    message = (
+        'Pod in version "v1" cannot be handled as a Pod: strict decoding error: '
+        f'unknown field "{field}"'
+    )
+    return api_error(400, "Bad Request", api_status(400, "BadRequest", message))
+
+
+def refuse(kube: RecordingKube, names: list[str], error: Any = forbidden) -> None:
+    for name in names:
+        kube.failures[("create", "pods", name)] = error(name)
+
+
+def written_status(kube: RecordingKube) -> dict[str, Any]:
+    return kube.objects[("tfjobs", "ns", "example-job")]["status"]
+
+
+def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == type_)
+
+
+def reasons(kube: RecordingKube) -> list[tuple[str, str]]:
+    return [(e["type"], e["reason"]) for e in kube.events]
+
+
+def test_a_refused_create_is_in_the_status_with_the_api_servers_words(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    submitted(job_caches)
+    refuse(kube, PODS)
+    run_one(controller)
+    status = written_status(kube)
+    assert (status["state"], status["phase"], status["reason"]) == (
+        "Running",
+        "Creating",
+        "FailedCreate",
+    )
+    created = condition(status, "Created")
+    assert (created["status"], created["reason"]) == ("False", "FailedCreate")
+    assert created["message"].startswith('pods "example-job-master-0" is forbidden: violates')
+    assert (
+        "3 more refused: example-job-worker-0, example-job-ps-0, example-job-ps-1"
+        in (created["message"])
+    )
+    # No pod was created, so none is counted: the next pass must not take
+    # them for lost pods (and count restarts against backoffLimit).
+    assert all(r["replicasStates"] == {} for r in status["replicaStatuses"])
+    assert status["restartCount"] == 0
+
+
+def test_a_refused_job_is_retried_with_back_off(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    submitted(job_caches)
+    refuse(kube, [MASTER])
+    errors = count("dlk8s_reconcile_total", kind="TFJob", result="error")
+    run_one(controller)
+    assert controller.queue.failures(KEY) == 1
+    assert retried(controller)
+    assert count("dlk8s_reconcile_total", kind="TFJob", result="error") == errors + 1
+
+
+def test_no_successful_create_event_names_a_refused_pod(
+    controller: Controller,
+    kube: RecordingKube,
+    job_caches: dict[str, Cache],
+    api_pool: ThreadPoolExecutor,
+) -> None:
+    submitted(job_caches)
+    refuse(kube, [MASTER])
+    run_one(controller)
+    drain(api_pool)
+    created = [e for e in kube.events if e["reason"] == Reason.CREATE]
+    assert len(created) == 1
+    assert f"pod {MASTER}" not in created[0]["message"]
+    assert "pod example-job-worker-0" in created[0]["message"]
+    [failed] = [e for e in kube.events if e["reason"] == "FailedCreate"]
+    assert failed["type"] == EventType.WARNING
+    assert failed["message"].startswith(f'pods "{MASTER}" is forbidden: violates PodSecurity')
+
+
+def test_only_the_created_pods_are_counted(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    submitted(job_caches)
+    refuse(kube, [MASTER, "example-job-ps-1"])
+    run_one(controller)
+    counted = {
+        r["replicaType"]: r["replicasStates"] for r in written_status(kube)["replicaStatuses"]
+    }
+    assert counted == {"MASTER": {}, "WORKER": {"Pending": 1}, "PS": {"Pending": 1}}
+
+
+def test_a_pod_refused_for_another_reason_is_not_counted_either(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    submitted(job_caches)
+    refuse(kube, [MASTER])
+    kube.failures[("create", "pods", "example-job-worker-0")] = ApiError(500, "Server Error")
+    run_one(controller)
+    counted = {
+        r["replicaType"]: r["replicasStates"] for r in written_status(kube)["replicaStatuses"]
+    }
+    assert counted == {"MASTER": {}, "WORKER": {}, "PS": {"Pending": 2}}
+
+
+def test_the_job_recovers_by_itself_once_the_cause_is_gone(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    submitted(job_caches)
+    refuse(kube, PODS)
+    run_one(controller)
+    kube.failures.clear()  # the namespace's policy was relaxed
+    for _ in range(3):
+        watch_catches_up(controller, kube, job_caches)
+        controller.sync(KEY)
+    watch_catches_up(controller, kube, job_caches)
+    status = written_status(kube)
+    assert condition(status, "Created")["status"] == "True"
+    assert status["reason"] == Reason.CREATING
+    assert {
+        r["replicaType"]: sum(r["replicasStates"].values()) for r in status["replicaStatuses"]
+    } == {
+        "MASTER": 1,
+        "WORKER": 1,
+        "PS": 2,
+    }
+
+
+def test_a_repeated_refusal_is_counted_on_one_event(
+    controller: Controller,
+    kube: RecordingKube,
+    job_caches: dict[str, Cache],
+    api_pool: ThreadPoolExecutor,
+) -> None:
+    submitted(job_caches)
+    refuse(kube, PODS)
+    for _ in range(3):
+        with contextlib.suppress(ApiError):
+            controller.sync(KEY)
+        watch_catches_up(controller, kube, job_caches)
+    drain(api_pool)
+    failed = [e for e in kube.events if e["reason"] == "FailedCreate"]
+    assert len(failed) == 1
+    assert failed[0]["count"] == 3
+    patches = [c for c in kube.calls if c[:2] == ("patch", "events")]
+    assert len(patches) == 2
+
+
+def test_an_unknown_template_field_fails_the_job_naming_it(
+    controller: Controller,
+    kube: RecordingKube,
+    job_caches: dict[str, Cache],
+    api_pool: ThreadPoolExecutor,
+) -> None:
+    submitted(job_caches)
+    worker = "example-job-worker-0"
+    kube.failures[("create", "pods", worker)] = unknown_field("spec.containers[0].resource")
+    run_one(controller)
+    drain(api_pool)
+    status = written_status(kube)
+    assert (status["state"], status["reason"]) == ("Failed", Reason.INVALID_SPEC)
+    failed = condition(status, "Failed")
+    assert (
+        "unknown field spec.replicaSpecs[1].template.spec.containers[0].resource"
+        in (failed["message"])
+    )
+    assert (EventType.WARNING, Reason.INVALID_SPEC) in reasons(kube)
+    # A spec no retry can fix: the status write brings the job back for cleanup.
+    assert controller.queue.failures(KEY) == 0
+    assert not retried(controller)
+
+
+def test_a_job_fully_created_writes_what_it_did_before(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    """Nothing refused: the pass is what it always was."""
+    submitted(job_caches)
+    run_one(controller)
+    assert sorted(kube.writes()) == FIRST_PASS
+    assert "reason" in written_status(kube)
+    assert written_status(kube)["reason"] == Reason.CREATING
