@@ -154,3 +154,52 @@ def test_the_bucket_refills_at_its_rate() -> None:
     assert 0.005 < bucket.reserve() <= 0.01
     time.sleep(0.03)
     assert bucket.reserve() == 0
+
+
+class Recorder:
+    """A QueueObserver that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.adds = self.retries = 0
+        self.depths: list[int] = []
+        self.waits: list[float] = []
+        self.works: list[float] = []
+
+    def added(self) -> None:
+        self.adds += 1
+
+    def retried(self) -> None:
+        self.retries += 1
+
+    def depth(self, ready: int) -> None:
+        self.depths.append(ready)
+
+    def started(self, waited: float) -> None:
+        self.waits.append(waited)
+
+    def finished(self, worked: float) -> None:
+        self.works.append(worked)
+
+
+def test_the_observer_sees_the_exact_depth_and_each_pass() -> None:
+    seen = Recorder()
+    q: WorkQueue[str] = WorkQueue(observer=seen)
+    try:
+        q.add("a")
+        q.add("b")
+        q.add("a")  # already queued: no add, no depth change
+        assert (seen.adds, seen.depths) == (2, [1, 2])
+        key = q.get(timeout=1)
+        assert seen.depths[-1] == 1 == len(q)
+        q.add(key)  # while processing: queued again only when done
+        assert seen.depths[-1] == 1
+        assert q.longest_running() > 0
+        q.done(key)
+        assert seen.depths[-1] == 2 == len(q)
+        assert len(seen.works) == 1
+        assert q.longest_running() == 0
+        q.add_rate_limited("c")
+        assert seen.retries == 1
+        assert len(seen.waits) == 1
+    finally:
+        q.shut_down()

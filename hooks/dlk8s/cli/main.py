@@ -32,18 +32,43 @@ def _truthy(value: str) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
-def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="dlk8s-operator", description=__doc__)
-    parser.add_argument("--version", action="version", version=importlib.metadata.version("dlk8s"))
-    parser.add_argument(
+def _common_flags() -> argparse.ArgumentParser:
+    """Flags that work before and after the command alike (`--log-level debug
+    run` and `run --log-level debug`): no default here, so a command's parser
+    never overwrites what was given before it; the defaults are set once."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
         "--kubeconfig",
-        default=os.environ.get("KUBECONFIG") or None,
-        help="kubeconfig path; in-cluster ServiceAccount when unset",
+        default=argparse.SUPPRESS,
+        help="kubeconfig path (default $KUBECONFIG); the in-cluster ServiceAccount when unset",
     )
-    parser.add_argument("--log-level", default=_env("LOG_LEVEL", "info"))
+    common.add_argument(
+        "--log-level",
+        default=argparse.SUPPRESS,
+        type=str.lower,
+        choices=["debug", "info", "warning", "error"],
+        help="log level (DLK8S_LOG_LEVEL, default info)",
+    )
+    return common
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    # A parent per parser: parents share their action objects, and the
+    # defaults set below must stay on the top-level parser's own.
+    parser = argparse.ArgumentParser(
+        prog="dlk8s-operator", description=__doc__, parents=[_common_flags()]
+    )
+    parser.set_defaults(
+        kubeconfig=os.environ.get("KUBECONFIG") or None, log_level=_env("LOG_LEVEL", "info")
+    )
+    parser.add_argument("--version", action="version", version=importlib.metadata.version("dlk8s"))
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run the operator")
+    run = sub.add_parser("run", help="run the operator", parents=[_common_flags()])
     run.add_argument(
         "--namespace",
         default=_env("NAMESPACE"),
@@ -52,22 +77,44 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     run.add_argument(
         "--config-file",
         default=_env("CONFIG_FILE", "/etc/dlk8s/config/controller_config_file.yaml"),
+        help="the controller config (GPU drivers, images) the chart renders",
     )
-    run.add_argument("--workers", type=int, default=int(_env("WORKERS", "8")))
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=int(_env("WORKERS", "8")),
+        help="jobs reconciled at once (one job is never on two workers)",
+    )
     run.add_argument(
         "--api-parallelism",
         type=int,
         default=int(_env("API_PARALLELISM", "32")),
         help="API calls in flight at once (creates of one job go out in parallel)",
     )
-    run.add_argument("--leader-elect", type=_truthy, default=_truthy(_env("LEADER_ELECT", "false")))
     run.add_argument(
-        "--leader-election-namespace", default=_env("LEADER_ELECTION_NAMESPACE", "default")
+        "--leader-elect",
+        type=_truthy,
+        nargs="?",
+        const=True,
+        default=_truthy(_env("LEADER_ELECT", "false")),
+        help="act only while holding the leader Lease (alone, or =true/false)",
     )
     run.add_argument(
-        "--leader-election-id", default=_env("LEADER_ELECTION_ID", "dlk8s-operator-leader")
+        "--leader-election-namespace",
+        default=_env("LEADER_ELECTION_NAMESPACE", "default"),
+        help="namespace of the leader Lease",
     )
-    run.add_argument("--lease-duration", type=int, default=int(_env("LEASE_DURATION", "15")))
+    run.add_argument(
+        "--leader-election-id",
+        default=_env("LEADER_ELECTION_ID", "dlk8s-operator-leader"),
+        help="name of the leader Lease",
+    )
+    run.add_argument(
+        "--lease-duration",
+        type=int,
+        default=int(_env("LEASE_DURATION", "15")),
+        help="seconds a standby waits for a leader that stopped renewing (killed, not stopped)",
+    )
     run.add_argument(
         "--autoscaler",
         action=argparse.BooleanOptionalAction,
@@ -99,14 +146,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="host:port for /metrics, /healthz and /readyz; empty disables",
     )
 
-    check = sub.add_parser("smoke", help="submit a tiny TFJob and wait for it to succeed")
+    check = sub.add_parser(
+        "smoke", help="submit a tiny TFJob and wait for it to succeed", parents=[_common_flags()]
+    )
     smoke.add_arguments(check)
 
     migrate = sub.add_parser(
-        "convert", help="print dlk8s manifests for the older operators' job manifests"
+        "convert",
+        help="print dlk8s manifests for the older operators' job manifests",
+        parents=[_common_flags()],
     )
     convert.add_arguments(migrate)
-    return parser.parse_args(argv)
+    return parser
 
 
 def run(args: argparse.Namespace) -> int:

@@ -145,7 +145,8 @@ class Controller:
         self.workers = workers
         self.clock = clock  # `now` for reconcile and event timestamps
         self.child_event_batch = child_event_batch
-        self.queue: WorkQueue[JobKey] = WorkQueue()
+        self.queue: WorkQueue[JobKey] = WorkQueue(observer=metrics.QueueMetrics())
+        metrics.QUEUE_LONGEST.set_function(self.queue.longest_running)
         self.children = ChildIndex()
         self.expectations = Expectations()
         self._jobs = jobs  # the job caches by kind
@@ -183,7 +184,8 @@ class Controller:
         for kind, informer in job_informers.items():
             for event in (ADDED, MODIFIED, DELETED):
                 informer.add_event_handler(event, controller.on_job(kind))
-            informer.add_event_handler(DELETED, controller.on_job_deleted)
+            # (items of a list carry no kind; a relist's deletes come from there)
+            informer.add_event_handler(DELETED, controller.on_kind_deleted(kind))
         for group, informer in child_informers.items():
             for event in (ADDED, MODIFIED, DELETED):
                 informer.add_event_handler(event, controller.on_child(group, event))
@@ -198,8 +200,13 @@ class Controller:
 
         return handle
 
+    def on_kind_deleted(self, kind: str) -> Callable[[dict[str, Any]], None]:
+        return lambda obj: self.on_job_deleted({**obj, "kind": kind})
+
     def on_job_deleted(self, obj: dict[str, Any]) -> None:
-        uid = obj.get("metadata", {}).get("uid", "")
+        meta = obj.get("metadata", {})
+        metrics.JOBS_DELETED.labels(obj.get("kind", ""), meta.get("namespace", "")).inc()
+        uid = meta.get("uid", "")
         self.expectations.forget(uid)
         with self._written_lock:
             self._written.pop(uid, None)
@@ -285,7 +292,6 @@ class Controller:
             key = self.queue.get(timeout)
         except ShutDownError:
             return False
-        metrics.QUEUE_DEPTH.set(len(self.queue))
         worker = threading.get_ident()
         with self._passes_lock:
             self._passes[worker] = (key, time.monotonic())
@@ -415,6 +421,9 @@ class Controller:
 
     def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> None:
         updated = self.kube.replace_status({**job, "status": status})
+        metrics.count_transition(
+            job["kind"], job["metadata"]["namespace"], job.get("status") or {}, status
+        )
         with self._written_lock:
             self._written[job["metadata"]["uid"]] = updated
         log.info(

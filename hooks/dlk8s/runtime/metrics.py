@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import REGISTRY, GaugeMetricFamily
@@ -36,8 +37,73 @@ RECONCILES = Counter(
     " in reconcile, retried with back-off), terminal (not retried).",
     ["kind", "result"],
 )
-QUEUE_DEPTH = Gauge("dlk8s_workqueue_depth", "Job keys waiting for a worker.")
+QUEUE_DEPTH = Gauge(
+    "dlk8s_workqueue_depth", "Job keys waiting for a worker, exact at every moment."
+)
+QUEUE_ADDS = Counter("dlk8s_workqueue_adds_total", "Keys added to the work queue.")
+QUEUE_RETRIES = Counter(
+    "dlk8s_workqueue_retries_total", "Keys queued again with back-off after a failed pass."
+)
+_QUEUE_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+QUEUE_WAIT = Histogram(
+    "dlk8s_workqueue_queue_duration_seconds",
+    "How long a key waited in the queue before a worker took it.",
+    buckets=_QUEUE_BUCKETS,
+)
+QUEUE_WORK = Histogram(
+    "dlk8s_workqueue_work_duration_seconds",
+    "How long a worker held a key (one pass).",
+    buckets=_QUEUE_BUCKETS,
+)
+QUEUE_LONGEST = Gauge(
+    "dlk8s_workqueue_longest_running_processor_seconds",
+    "How long the longest pass running now has been running.",
+)
+# The jobs' lifecycle, per kind and namespace, as training-operator exports
+# it: counted on the transitions this operator writes, so a restart of the
+# operator (which lists every job again) counts nothing twice.
+_LIFECYCLE = ["kind", "namespace"]
+JOBS_CREATED = Counter("dlk8s_jobs_created_total", "Jobs given their first status.", _LIFECYCLE)
+JOBS_SUCCEEDED = Counter("dlk8s_jobs_succeeded_total", "Jobs that succeeded.", _LIFECYCLE)
+JOBS_FAILED = Counter("dlk8s_jobs_failed_total", "Jobs that failed.", _LIFECYCLE)
+JOBS_RESTARTED = Counter(
+    "dlk8s_jobs_restarted_total", "Pods of jobs recreated (restartCount increases).", _LIFECYCLE
+)
+JOBS_DELETED = Counter("dlk8s_jobs_deleted_total", "Jobs deleted.", _LIFECYCLE)
 IS_LEADER = Gauge("dlk8s_leader", "1 while this instance holds the leader lease.")
+
+
+class QueueMetrics:
+    """The work queue's observer (workqueue.QueueObserver) in Prometheus terms."""
+
+    def added(self) -> None:
+        QUEUE_ADDS.inc()
+
+    def retried(self) -> None:
+        QUEUE_RETRIES.inc()
+
+    def depth(self, ready: int) -> None:
+        QUEUE_DEPTH.set(ready)
+
+    def started(self, waited: float) -> None:
+        QUEUE_WAIT.observe(waited)
+
+    def finished(self, worked: float) -> None:
+        QUEUE_WORK.observe(worked)
+
+
+def count_transition(kind: str, namespace: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """The lifecycle counters of one status write, from what it changed."""
+    if not old.get("runtimeId") and new.get("runtimeId"):
+        JOBS_CREATED.labels(kind, namespace).inc()
+    finished = {"Succeeded": JOBS_SUCCEEDED, "Failed": JOBS_FAILED}
+    if new.get("state") in finished and old.get("state") != new.get("state"):
+        finished[new["state"]].labels(kind, namespace).inc()
+    before, after = old.get("restartCount"), new.get("restartCount")
+    if isinstance(before, int) and isinstance(after, int) and after > before:
+        JOBS_RESTARTED.labels(kind, namespace).inc(after - before)
+    elif before is None and isinstance(after, int) and after > 0:
+        JOBS_RESTARTED.labels(kind, namespace).inc(after)
 
 
 class JobsByState(Collector):

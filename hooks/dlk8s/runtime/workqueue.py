@@ -22,7 +22,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 # The key type: the controller's JobKey; tests use strings.
 K = TypeVar("K", bound=Hashable)
@@ -50,10 +50,45 @@ class TokenBucket:
         return max(0.0, -self._tokens / self._rate)
 
 
+class QueueObserver(Protocol):
+    """What the queue reports as it moves keys (the standard work queue
+    figures); called under the queue's lock, so the depth is exact."""
+
+    def added(self) -> None: ...
+    def retried(self) -> None: ...
+    def depth(self, ready: int) -> None: ...
+    def started(self, waited: float) -> None: ...
+    def finished(self, worked: float) -> None: ...
+
+
+class _Unobserved:
+    def added(self) -> None:
+        pass
+
+    def retried(self) -> None:
+        pass
+
+    def depth(self, ready: int) -> None:
+        pass
+
+    def started(self, waited: float) -> None:
+        pass
+
+    def finished(self, worked: float) -> None:
+        pass
+
+
 class WorkQueue(Generic[K]):
     def __init__(
-        self, base_delay: float = 0.05, max_delay: float = 300.0, bucket: TokenBucket | None = None
+        self,
+        base_delay: float = 0.05,
+        max_delay: float = 300.0,
+        bucket: TokenBucket | None = None,
+        observer: QueueObserver | None = None,
     ) -> None:
+        self._observer = observer or _Unobserved()
+        self._queued_at: dict[K, float] = {}  # when a ready key entered _queue
+        self._started_at: dict[K, float] = {}  # when a worker took a key
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._bucket = bucket or TokenBucket()
@@ -80,10 +115,16 @@ class WorkQueue(Generic[K]):
     def _add_locked(self, key: K) -> None:
         if self._shutting_down or key in self._dirty:
             return
+        self._observer.added()
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.append(key)
-            self._cond.notify_all()
+            self._enqueue_locked(key)
+
+    def _enqueue_locked(self, key: K) -> None:
+        self._queue.append(key)
+        self._queued_at[key] = time.monotonic()
+        self._observer.depth(len(self._queue))
+        self._cond.notify_all()
 
     def add_after(self, key: K, delay: float) -> None:
         if delay <= 0:
@@ -106,6 +147,7 @@ class WorkQueue(Generic[K]):
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
             shared = self._bucket.reserve()
+            self._observer.retried()
         self.add_after(key, max(shared, min(self._max_delay, self._base_delay * 2**failures)))
 
     def forget(self, key: K) -> None:
@@ -132,14 +174,26 @@ class WorkQueue(Generic[K]):
             key = self._queue.popleft()
             self._processing.add(key)
             self._dirty.discard(key)
+            now = time.monotonic()
+            self._started_at[key] = now
+            self._observer.depth(len(self._queue))
+            self._observer.started(now - self._queued_at.pop(key, now))
             return key
 
     def done(self, key: K) -> None:
         with self._cond:
             self._processing.discard(key)
+            started = self._started_at.pop(key, None)
+            if started is not None:
+                self._observer.finished(time.monotonic() - started)
             if key in self._dirty:
-                self._queue.append(key)
-                self._cond.notify_all()
+                self._enqueue_locked(key)
+
+    def longest_running(self) -> float:
+        """Seconds the longest-held key has been with its worker (0: none)."""
+        with self._cond:
+            oldest = min(self._started_at.values(), default=None)
+        return 0.0 if oldest is None else time.monotonic() - oldest
 
     def __len__(self) -> int:
         with self._cond:
