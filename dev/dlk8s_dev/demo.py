@@ -1,33 +1,51 @@
-"""`make demo`: the seed TFJob examples on a local simulated cluster.
+"""`make demo`: dlk8s installed as users install it, and a job that really trains.
 
-Starts the local control plane, installs the chart with cloud=gke, runs the
-operator with the chart's ServiceAccount, submits the seed TFJob examples and
-shows their status until every one succeeded. kwok stands in for the
-kubelets, so no container runs: a small driver has kwok finish each master a
-few seconds after it starts. Then it prints how to look around and keeps
-everything up until Ctrl-C (or exits at once with --no-wait).
+By default on the local cluster with its real node (containerd, kubelet,
+kube-proxy, CoreDNS beside the kwok nodes; see realnode.py):
+
+1. `helm install` the chart with values/realnode.yaml: the operator runs in
+   the cluster, from the image built from hooks/Dockerfile;
+2. `kubectl apply -k examples/tfjob-train`: a TFJob with a MASTER and a
+   WORKER running examples/tfjob-train/train.py and a PS running the chart's
+   standard gRPC server, which together train a small model on synthetic
+   data;
+3. its pods, their log lines as they come, and its status until Done;
+4. the commands to look around, and everything stays up until Ctrl-C (or
+   goes at once with --no-wait).
+
+Where a real node cannot run (no root, a tool missing, a kernel without what
+it needs), or with --kwok, the demo says so and runs on kwok's nodes only:
+the seed TFJob examples, the operator as a local process with the chart's
+ServiceAccount, and a small driver that has kwok finish each master, since
+no container runs there.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
+import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from dlk8s_dev.localcluster import (
+    DEFAULT_TOOLS_BIN,
     EXIT_CODE_ANNOTATION,
     REPO_ROOT,
     RUN_DURATION_ANNOTATION,
     LocalCluster,
+    missing_tools,
 )
-from dlk8s_dev.localdeploy import OperatorProcess, install_chart
+from dlk8s_dev.localdeploy import OperatorProcess, install_chart, install_in_cluster
+from dlk8s_dev.pdeath import die_with_parent
 
 SEED_EXAMPLES = (
     "tfjob.yaml",
@@ -36,10 +54,213 @@ SEED_EXAMPLES = (
     "tfjob-tensorboard-gke.yaml",
 )
 JOBS_NAMESPACE = "default"
+# The real-node demo.
+OPERATOR_NAMESPACE = "dlk8s-system"
+DEMO_NAMESPACE = "dlk8s-demo"
+TRAIN_EXAMPLE = Path("examples") / "tfjob-train"
+TRAIN_JOB = "tfjob-train"
 
 
 def say(message: str) -> None:
     print(f"==> {message}", flush=True)
+
+
+# -- the real node ----------------------------------------------------------------
+
+
+class LogFollower:
+    """`kubectl logs -f` of each pod of a job once it runs, printed as it comes."""
+
+    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.lines: list[str] = []
+        self._procs: dict[str, subprocess.Popen[str]] = {}
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def follow(self, pod: str) -> None:
+        if pod in self._procs:
+            return
+        proc = subprocess.Popen(
+            [str(self.cluster.tools_bin / "kubectl"), "logs", "-f", pod, "-n", self.namespace],
+            env=self.cluster.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            preexec_fn=die_with_parent(),
+        )
+        self._procs[pod] = proc
+        thread = threading.Thread(target=self._pump, args=(pod, proc), daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _pump(self, pod: str, proc: subprocess.Popen[str]) -> None:
+        assert proc.stdout is not None
+        role = pod.removeprefix(f"{TRAIN_JOB}-")
+        for line in proc.stdout:
+            line = line.rstrip()
+            # TensorFlow's own chatter (C++ and absl logging) says nothing
+            # about the training; the program's lines and the PS's do.
+            if not line or (line[:1] in "WIE" and line[1:5].isdigit()) or "WARNING" in line:
+                continue
+            with self._lock:
+                self.lines.append(f"{role}: {line}")
+                print(f"    {role:<9} | {line.removeprefix(f'{role}: ')}", flush=True)
+
+    def stop(self) -> None:
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+        for thread in self._threads:
+            thread.join(timeout=5)
+
+
+def job_status(cluster: LocalCluster, namespace: str, name: str) -> dict[str, Any]:
+    out = cluster.kubectl("get", "tfjob", name, "-n", namespace, "-o", "json", check=False)
+    if out.returncode != 0:
+        return {}
+    status: dict[str, Any] = json.loads(out.stdout).get("status") or {}
+    return status
+
+
+def _pod_states(pods: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """What of the pods is worth showing again when it changes (not their age)."""
+    states = []
+    for pod in pods:
+        status = pod.get("status") or {}
+        ready = all(c.get("ready") for c in status.get("containerStatuses") or [{}])
+        deleting = "deleting" if pod["metadata"].get("deletionTimestamp") else ""
+        states.append((pod["metadata"]["name"], status.get("phase", ""), str(ready), deleting))
+    return sorted(states)
+
+
+def watch_training(cluster: LocalCluster, timeout: float) -> bool:
+    """Show the job's status, its pods and their logs until it is Done (or Failed)."""
+    logs = LogFollower(cluster, DEMO_NAMESPACE)
+    deadline = time.monotonic() + timeout
+    shown_job: tuple[str, ...] = ()
+    shown_pods: list[tuple[str, ...]] = []
+    selector = f"dlk8s.io/job-name={TRAIN_JOB}"
+    try:
+        while time.monotonic() < deadline:
+            status = job_status(cluster, DEMO_NAMESPACE, TRAIN_JOB)
+            counts = [str(r.get("replicasStates")) for r in status.get("replicaStatuses") or []]
+            job_state = (status.get("state", ""), status.get("phase", ""), *counts)
+            if job_state != shown_job:
+                table = cluster.kubectl("get", "tfjob", TRAIN_JOB, "-n", DEMO_NAMESPACE).stdout
+                print(table.rstrip(), flush=True)
+                shown_job = job_state
+            out = cluster.kubectl("get", "pods", "-n", DEMO_NAMESPACE, "-l", selector, "-o", "json")
+            pods = json.loads(out.stdout)["items"]
+            if pods and _pod_states(pods) != shown_pods:
+                table = cluster.kubectl(
+                    "get", "pods", "-n", DEMO_NAMESPACE, "-l", selector, "-o", "wide"
+                ).stdout
+                print(table.rstrip(), flush=True)
+                shown_pods = _pod_states(pods)
+            for pod in pods:
+                if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"):
+                    logs.follow(pod["metadata"]["name"])
+            if status.get("phase") in ("Done", "Failed"):
+                return status.get("state") == "Succeeded"
+            time.sleep(1)
+        return False
+    finally:
+        logs.stop()
+
+
+def show_kept_master(cluster: LocalCluster) -> None:
+    """cleanPodPolicy Running stops what still runs and keeps the MASTER
+    that ended, so its log outlives the job."""
+    master = f"{TRAIN_JOB}-master-0"
+    say(f"kubectl -n {DEMO_NAMESPACE} logs {master} --tail=2   (after Done)")
+    logs = cluster.kubectl("logs", master, "-n", DEMO_NAMESPACE, "--tail=2", check=False)
+    print((logs.stdout + logs.stderr).rstrip(), flush=True)
+
+
+def look_around_real(cluster: LocalCluster) -> str:
+    assert cluster.node is not None
+    metrics = f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/dlk8s-metrics:8080/proxy/metrics"
+    return f"""
+The TFJob trained on the real node and is Done. Look around in another terminal:
+
+  export KUBECONFIG={cluster.kubeconfig}
+  export PATH={cluster.tools_bin}:$PATH
+  kubectl get nodes -o wide                       # the real node beside the kwok nodes
+  kubectl -n {DEMO_NAMESPACE} get tfjobs,pods
+  kubectl -n {DEMO_NAMESPACE} describe tfjob {TRAIN_JOB}  # conditions and events
+  kubectl -n {DEMO_NAMESPACE} get events --sort-by=.lastTimestamp
+  kubectl -n {OPERATOR_NAMESPACE} get deploy,pods,lease   # the operator, in the cluster
+  kubectl -n {OPERATOR_NAMESPACE} logs deploy/dlk8s       # its JSON log lines
+  kubectl get --raw {metrics} | grep ^dlk8s_
+  helm test dlk8s -n {OPERATOR_NAMESPACE}                 # the chart's smoke test, for real
+  kubectl -n {DEMO_NAMESPACE} delete tfjob {TRAIN_JOB}         # and train again:
+  kubectl -n {DEMO_NAMESPACE} apply -k {TRAIN_EXAMPLE}
+  kubectl -n {DEMO_NAMESPACE} logs -f {TRAIN_JOB}-master-0
+  # Every pod of namespaces {DEMO_NAMESPACE} and {OPERATOR_NAMESPACE} runs on the real node.
+  # Load an image of your own (an oci-archive) into it:
+  {cluster.node.load_command()}
+"""
+
+
+def start_real_cluster() -> tuple[LocalCluster | None, str]:
+    """The local cluster with its real node, or None and why it cannot run here."""
+    from dlk8s_dev.images import ImageError
+    from dlk8s_dev.realnode import NodeError, missing_requirements
+
+    missing = missing_requirements(DEFAULT_TOOLS_BIN)
+    if missing:
+        return None, f"missing {', '.join(missing)}"
+    say(
+        "starting the local cluster: etcd, apiserver, controllers, scheduler, kwok nodes, "
+        "and a real node (containerd, runc, kubelet, kube-proxy, CoreDNS)"
+    )
+    try:
+        return LocalCluster(real_node=True).start(), ""
+    except (NodeError, ImageError) as err:
+        return None, f"the real node did not start: {str(err)[-1500:]}"
+
+
+def run_real(cluster: LocalCluster, args: argparse.Namespace, stop: threading.Event) -> int:
+    assert cluster.node is not None
+    began = time.monotonic()
+    images = ", ".join(sorted(i.name for i in cluster.node.images.values()))
+    took = cluster.startup_seconds + cluster.node.startup_seconds
+    say(f"cluster up in {took:.0f}s; the real node has {images}")
+    say(
+        f"helm install dlk8s charts/dlk8s -n {OPERATOR_NAMESPACE} --set cloud=gke "
+        "-f values/realnode.yaml --wait   (the operator runs in the cluster)"
+    )
+    install_in_cluster(cluster, namespace=OPERATOR_NAMESPACE)
+    print(
+        cluster.kubectl("get", "pods", "-n", OPERATOR_NAMESPACE, "-o", "wide").stdout.rstrip(),
+        flush=True,
+    )
+    cluster.node.real_namespace(cluster, DEMO_NAMESPACE)
+    say(f"kubectl apply -k {TRAIN_EXAMPLE} -n {DEMO_NAMESPACE}")
+    applied = cluster.kubectl("apply", "-k", str(REPO_ROOT / TRAIN_EXAMPLE), "-n", DEMO_NAMESPACE)
+    print(applied.stdout.rstrip(), flush=True)
+    say("watching: the job's status, its pods, and their log lines as they come")
+    if not watch_training(cluster, args.timeout):
+        say("the TFJob did not succeed in time; its events and the operator's log:")
+        print(cluster.kubectl("describe", "tfjob", TRAIN_JOB, "-n", DEMO_NAMESPACE).stdout)
+        print(
+            cluster.kubectl(
+                "logs", "deploy/dlk8s", "-n", OPERATOR_NAMESPACE, "--tail=40", check=False
+            ).stdout
+        )
+        return 1
+    show_kept_master(cluster)
+    print(look_around_real(cluster), flush=True)
+    say(f"install and training took {time.monotonic() - began:.0f}s")
+    wait_for_ctrl_c(args, stop)
+    return 0
+
+
+# -- kwok only ----------------------------------------------------------------------
 
 
 def finish_masters(cluster: LocalCluster, after: str, stop: threading.Event) -> None:
@@ -105,9 +326,7 @@ Everything succeeded. Look around in another terminal:
 """
 
 
-def run(args: argparse.Namespace) -> int:
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+def run_kwok(args: argparse.Namespace, stop: threading.Event) -> int:
     say("starting the local control plane: etcd, apiserver, controllers, scheduler, kwok")
     with LocalCluster() as cluster:
         say("helm install dlk8s charts/dlk8s --set cloud=gke -f values/local.yaml")
@@ -131,13 +350,7 @@ def run(args: argparse.Namespace) -> int:
                 print(operator.tail(), flush=True)
                 return 1
             print(look_around(cluster, operator), flush=True)
-            if args.wait:
-                say("press Ctrl-C to tear everything down")
-                try:
-                    while not stop.wait(0.5):
-                        pass
-                except KeyboardInterrupt:
-                    pass
+            wait_for_ctrl_c(args, stop)
             return 0
         finally:
             stop.set()
@@ -149,16 +362,61 @@ def _job_name(path: Path) -> str:
     return str(yaml.safe_load(path.read_text())["metadata"]["name"])
 
 
+def wait_for_ctrl_c(args: argparse.Namespace, stop: threading.Event) -> None:
+    if not args.wait:
+        return
+    say("press Ctrl-C to tear everything down")
+    with contextlib.suppress(KeyboardInterrupt):
+        while not stop.wait(0.5):
+            pass
+
+
+@contextlib.contextmanager
+def _sigterm_sets(stop: threading.Event) -> Iterator[None]:
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    missing = missing_tools()
+    if missing:
+        say(f"missing tools {missing}: run `make tools`")
+        return 1
+    with _sigterm_sets(stop):
+        if args.kwok:
+            say("kwok-only demo (--kwok): no container runs; kwok plays every pod")
+            return run_kwok(args, stop)
+        cluster, why = start_real_cluster()
+        if cluster is None:
+            say(f"FALLING BACK to the kwok-only demo: a real node cannot run here ({why})")
+            say("no container will run: kwok plays the pods; the operator runs as a local process")
+            return run_kwok(args, stop)
+        try:
+            return run_real(cluster, args, stop)
+        finally:
+            say("tearing down")
+            cluster.stop()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make demo", description=__doc__)
+    parser.add_argument(
+        "--kwok",
+        action="store_true",
+        help="kwok's nodes only (no real node, no container runs): the seed TFJob examples",
+    )
     parser.add_argument(
         "--no-wait",
         dest="wait",
         action="store_false",
-        help="tear down as soon as every job succeeded",
+        help="tear down as soon as the jobs are done",
     )
-    parser.add_argument("--run-for", default="5s", help="how long each master 'trains'")
-    parser.add_argument("--timeout", type=float, default=180)
+    parser.add_argument("--run-for", default="5s", help="(--kwok) how long each master 'trains'")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds the jobs may take")
     try:
         return run(parser.parse_args(argv))
     except KeyboardInterrupt:

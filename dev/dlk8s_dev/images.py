@@ -10,9 +10,20 @@ imports these archives into its containerd (``ctr -n k8s.io images import``).
 - ``base``: a Debian root filesystem from mmdebstrap (Python 3, venv,
   CA certificates), fetched from the Debian mirror this machine's apt is
   configured with (read from /etc/apt/sources.list* at build time).
+- ``operator``: ``hooks/Dockerfile`` built as a user builds it, with the
+  repository as the context (``.containerignore`` keeps it to the files the
+  Dockerfile copies) and ``BASE_IMAGE`` set to ``base``.
+- ``runtime``: what the examples and the tests that train for real run:
+  Python with TensorFlow, TensorBoard, MXNet and the redis client (pinned in
+  ``tools/images/runtime/requirements.txt``), redis-server and etcd-server
+  from Debian.
 
-Usage: ``python -m dlk8s_dev.images [pause|base ...]`` prints each image's
-name and archive.
+Each image is named ``localhost/dlk8s/<image>:<input hash>``; a real node
+also knows it as ``localhost/dlk8s/<image>:local`` (``Image.local_name``),
+the name that values/realnode.yaml and examples/ use.
+
+Usage: ``python -m dlk8s_dev.images [pause|base|operator|runtime ...]``
+prints each image's name, archive, size and build time.
 """
 
 from __future__ import annotations
@@ -20,16 +31,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
+from typing import IO
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGES_DIR = REPO_ROOT / "tools" / "images"
@@ -38,7 +53,26 @@ BUILD_FORMAT = "1"
 # Images take their names from here and their tags from their input hash.
 NAME_PREFIX = "localhost/dlk8s"
 
+# The second name every image has on a real node (see Image.local_name).
+LOCAL_TAG = "local"
+# The operator image's build context is the repository; this file says which
+# of its files are in it, and so what the cached image is keyed by.
+CONTAINERIGNORE = REPO_ROOT / ".containerignore"
+OPERATOR_DOCKERFILE = REPO_ROOT / "hooks" / "Dockerfile"
+
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+# redis-server for a Caffe2Job MASTER's redis container, etcd-server for a
+# PaddleJob master's etcd; redis-tools for redis-cli, to look inside;
+# libgomp1 and libquadmath0, which MXNet's libmxnet.so links against but its
+# wheel does not carry.
+RUNTIME_PACKAGES = (
+    *BASE_PACKAGES,
+    "libgomp1",
+    "libquadmath0",
+    "redis-server",
+    "redis-tools",
+    "etcd-server",
+)
 # What a container never needs; keeps the base image small.
 DPKG_EXCLUDES = (
     "/usr/share/doc/*",
@@ -61,6 +95,20 @@ class Image:
     @property
     def size(self) -> int:
         return self.archive.stat().st_size
+
+    @property
+    def repository(self) -> str:
+        return self.name.rsplit(":", 1)[0]
+
+    @property
+    def tag(self) -> str:
+        return self.name.rsplit(":", 1)[1]
+
+    @property
+    def local_name(self) -> str:
+        """The name a real node also gives it: the same for every build, so
+        files (values/realnode.yaml, examples/) can name it."""
+        return f"{self.repository}:{LOCAL_TAG}"
 
 
 def cache_dir() -> Path:
@@ -188,6 +236,7 @@ def _cached(key: str, build: Callable[[Path], None]) -> Path:
     root = cache_dir()
     final = root / key
     if final.is_dir():
+        os.utime(final)  # used now: the last to go when older builds are pruned
         return final
     with _locked(root / f".{key}.lock"):
         if final.is_dir():
@@ -199,7 +248,31 @@ def _cached(key: str, build: Callable[[Path], None]) -> Path:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+    _prune_builds(key)
     return final
+
+
+# Builds of one image kept in the cache: the newest few, so that switching
+# between branches does not rebuild, while every edit of hooks/ (a new
+# operator image) does not add to the disk for good.
+KEEP_BUILDS = 3
+
+
+def _prune_builds(key: str) -> None:
+    """Remove all but the KEEP_BUILDS most recently used builds like ``key``.
+
+    A build in use is safe to remove: a node has imported or linked it, and
+    a reader that has it open keeps reading.
+    """
+    kind = key.rsplit("-", 1)[0]
+    builds = [
+        p
+        for p in cache_dir().glob(f"{kind}-*")
+        if p.is_dir() and p.name.rsplit("-", 1)[0] == kind and kind != "store"
+    ]
+    builds.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in builds[KEEP_BUILDS:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def _run(argv: Sequence[str], **kw: object) -> None:
@@ -210,14 +283,47 @@ def _run(argv: Sequence[str], **kw: object) -> None:
 
 
 # This machine may reach PyPI through a proxy whose CA only the host trusts
-# (added to its bundle, and pip told so in /etc/pip.conf). RUN steps see the
-# host's files read-only, so `pip install` in a build works as on the host;
-# nothing of them ends up in an image.
-BUILD_TIME_FILES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pip.conf")
+# (added to its bundle). RUN steps see the host's bundle read-only in place of
+# the image's own, so `pip install` in a build works as on the host: Debian's
+# pip reads the system bundle, so the host's /etc/pip.conf (which only points
+# pip at that bundle) is not needed, and is not mounted, because buildah
+# would leave an empty file where a mount had no file to cover. A volume is
+# never committed; `_check_build_files` proves it of every image built.
+BUILD_TIME_FILES = ("/etc/ssl/certs/ca-certificates.crt",)
 
 
 def _build_time_mounts() -> list[str]:
     return [f"{f}:{f}:ro" for f in BUILD_TIME_FILES if Path(f).is_file()]
+
+
+def _layers(archive: Path) -> Iterator[tarfile.TarFile]:
+    """Each layer of the one image in an oci-archive, as an open tar."""
+    with tarfile.open(archive) as outer:
+
+        def blob(digest: str) -> IO[bytes]:
+            member = outer.extractfile(f"blobs/sha256/{digest.split(':', 1)[1]}")
+            assert member is not None
+            return member
+
+        index = json.load(outer.extractfile("index.json"))  # type: ignore[arg-type]
+        manifest = json.load(blob(index["manifests"][0]["digest"]))
+        for layer in manifest["layers"]:
+            with tarfile.open(fileobj=blob(layer["digest"]), mode="r|*") as tar:
+                yield tar
+
+
+def _check_build_files(archive: Path) -> None:
+    """No stand-in for a file mounted for the build may be in the image.
+
+    buildah mounts over the image's own file (which stays as it was) and
+    makes an empty one where there was none; that empty file is what a build
+    could leave behind, so that is what this looks for.
+    """
+    mounted = {f.lstrip("/") for f in BUILD_TIME_FILES}
+    for tar in _layers(archive):
+        for member in tar:
+            if member.name.lstrip("./") in mounted and member.isfile() and member.size == 0:
+                raise ImageError(f"{archive}: the build left an empty /{member.name} in the image")
 
 
 def buildah_build(
@@ -226,11 +332,14 @@ def buildah_build(
     out: Path,
     build_args: dict[str, str] | None = None,
     containerfile: Path | None = None,
+    bases: Sequence[Image] = (),
 ) -> Path:
     """Build ``context`` with buildah into the oci-archive ``out`` named ``name``.
 
     buildah's storage is a throw-away folder beside ``out``: the archive is
-    the only thing kept.
+    the only thing kept. ``bases``: images of ours the Containerfile builds
+    FROM, loaded into that storage first (there is no registry to pull them
+    from).
     """
     if not shutil.which("buildah"):
         raise ImageError("buildah is missing: run `make tools` as root")
@@ -245,6 +354,8 @@ def buildah_build(
         "vfs",
     ]
     try:
+        for base in bases:
+            _run([*common, "pull", "--quiet", f"oci-archive:{base.archive}"])
         argv = [*common, "bud", "--isolation", "chroot", "--layers=false", "-t", name]
         argv += [f"--volume={m}" for m in _build_time_mounts()]
         if containerfile:
@@ -252,7 +363,8 @@ def buildah_build(
         for k, v in (build_args or {}).items():
             argv += ["--build-arg", f"{k}={v}"]
         _run([*argv, str(context)])
-        _run([*common, "push", name, f"oci-archive:{out}:{name}"])
+        _run([*common, "push", "--quiet", name, f"oci-archive:{out}:{name}"])
+        _check_build_files(out)
     finally:
         # vfs storage holds plain files only, so removing it needs no umount.
         shutil.rmtree(store, ignore_errors=True)
@@ -330,12 +442,258 @@ def base_image() -> Image:
     return Image(name, _cached(f"base-{key}", build) / "image.tar")
 
 
-BUILDERS: dict[str, Callable[[], Image]] = {"pause": pause_image, "base": base_image}
+def context_files(root: Path = REPO_ROOT, ignore_file: Path = CONTAINERIGNORE) -> list[Path]:
+    """The files of the build context at ``root`` that ``ignore_file`` lets in.
+
+    Understands the allow-list form .containerignore is written in: ``*``
+    first, then ``!path`` for what goes in, then patterns of what stays out
+    of that (``**/name`` for a name at any depth), later lines winning, as
+    buildah and docker read it.
+    """
+    lines = [
+        line.strip()
+        for line in ignore_file.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+    if not lines or lines[0] != "*":
+        raise ImageError(f"{ignore_file}: must start with `*` and list what goes in as `!path`")
+    files: set[Path] = set()
+    for line in lines[1:]:
+        if line.startswith("!"):
+            path = root / line[1:].strip("/")
+            found = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
+            files |= {p.relative_to(root) for p in found}
+        else:
+            files = {f for f in files if not _ignored(f, line.rstrip("/"))}
+    return sorted(files)
+
+
+def _ignored(path: Path, pattern: str) -> bool:
+    if pattern.startswith("**/"):
+        # A name at any depth: leaves out a folder of that name and all in it.
+        return any(fnmatch(part, pattern[3:]) for part in path.parts)
+    parts = len(Path(pattern).parts)
+    # A pattern for a folder also leaves out everything below it.
+    return any(
+        fnmatch(str(Path(*path.parts[:n])), pattern) for n in range(parts, len(path.parts) + 1)
+    )
+
+
+def operator_image() -> Image:
+    """hooks/Dockerfile built from the repository, FROM the Debian base.
+
+    Keyed by the base and by every file of the build context, so any change
+    under hooks/ (or of pyproject.toml, README.md, LICENSE, VERSION) builds
+    it again, and nothing else does.
+    """
+    base = base_image()
+    files = context_files()
+    if OPERATOR_DOCKERFILE.relative_to(REPO_ROOT) not in files:
+        raise ImageError(f"{CONTAINERIGNORE} leaves out {OPERATOR_DOCKERFILE}")
+    contents = [part for f in files for part in (str(f), (REPO_ROOT / f).read_bytes())]
+    key = _digest([BUILD_FORMAT, base.name, CONTAINERIGNORE.read_bytes(), *contents])
+    name = f"{NAME_PREFIX}/operator:{key}"
+
+    def build(tmp: Path) -> None:
+        _log(f"building {name} from {OPERATOR_DOCKERFILE.relative_to(REPO_ROOT)}")
+        buildah_build(
+            REPO_ROOT,
+            name,
+            tmp / "image.tar",
+            build_args={"BASE_IMAGE": base.name},
+            containerfile=OPERATOR_DOCKERFILE,
+            bases=[base],
+        )
+
+    return Image(name, _cached(f"operator-{key}", build) / "image.tar")
+
+
+def runtime_image() -> Image:
+    src = IMAGES_DIR / "runtime"
+    inputs = ("Containerfile", "requirements.txt")
+    rootfs = debian_rootfs(RUNTIME_PACKAGES)
+    key = _digest([BUILD_FORMAT, rootfs.parent.name, *((src / f).read_bytes() for f in inputs)])
+    name = f"{NAME_PREFIX}/runtime:{key}"
+
+    def build(tmp: Path) -> None:
+        _log(f"building {name} (TensorFlow, MXNet, redis, etcd: a few minutes the first time)")
+        ctx = tmp / "context"
+        ctx.mkdir()
+        for f in inputs:
+            shutil.copy(src / f, ctx / f)
+        os.link(rootfs, ctx / "rootfs.tar")
+        buildah_build(ctx, name, tmp / "image.tar")
+        shutil.rmtree(ctx)
+
+    return Image(name, _cached(f"runtime-{key}", build) / "image.tar")
+
+
+BUILDERS: dict[str, Callable[[], Image]] = {
+    "pause": pause_image,
+    "base": base_image,
+    "operator": operator_image,
+    "runtime": runtime_image,
+}
+
+
+# -- the node's image store -------------------------------------------------------
+
+# The images every real node has from a stored containerd root: the big ones
+# that rarely change. The rest (the operator, which changes with every edit
+# of hooks/) is imported at each start, in a second or two.
+STORE_IMAGES = ("pause", "base", "runtime")
+# containerd's two databases: the only files of its root it changes in place.
+# Everything else (blobs, unpacked layers) is written once and then only read.
+STORE_DATABASES = (
+    "io.containerd.metadata.v1.bolt/meta.db",
+    "io.containerd.snapshotter.v1.overlayfs/metadata.db",
+)
+
+
+def node_store(log: Callable[[str], None] = _log) -> Path:
+    """A containerd root holding the ``STORE_IMAGES``, unpacked, made once per user.
+
+    Importing the runtime image into a fresh containerd costs about a minute
+    (a gigabyte and a half to gunzip and write); a node instead links this
+    root into its own (``link_store``) in a few seconds. Keyed by the images'
+    names (their input hashes) and containerd's version.
+    """
+    images = [BUILDERS[n]() for n in STORE_IMAGES]
+    containerd = _tool_version("containerd", "--version")
+    key = _digest([BUILD_FORMAT, containerd, *(i.name for i in images)])
+
+    def build(tmp: Path) -> None:
+        log(f"importing {', '.join(i.name for i in images)} into a node image store")
+        _fill_store(tmp, images)
+
+    store = _cached(f"store-{key}", build)
+    _prune_stores(keep=store)
+    return store / "root"
+
+
+def _fill_store(tmp: Path, images: Sequence[Image]) -> None:
+    """containerd (no CRI, its mounts in a namespace of its own) imports the images."""
+    from .pdeath import die_with_parent
+
+    root, state = tmp / "root", tmp / "state"
+    socket = state / "containerd.sock"
+    config = tmp / "containerd.toml"
+    config.write_text(
+        f"""version = 2
+root = "{root}"
+state = "{state}"
+disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp",
+  "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "{socket}"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{tmp / "opt"}"
+"""
+    )
+    Path("/run/containerd").mkdir(parents=True, exist_ok=True)
+    log_file = tmp / "containerd.log"
+    with log_file.open("wb") as out:
+        # Unpacking mounts each layer's snapshot: in a mount namespace of its
+        # own those mounts vanish with it, whatever happens.
+        daemon = subprocess.Popen(
+            [
+                "unshare", "--mount", "--propagation", "private", "--fork", "--kill-child",
+                "sh", "-c",
+                'mount -t tmpfs tmpfs /run/containerd && exec containerd --config "$0"',
+                str(config),
+            ],
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent(),
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not socket.exists():
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                raise ImageError(f"containerd for the store: {log_file.read_text()[-2000:]}")
+            time.sleep(0.1)
+        ctr = ["ctr", "--address", str(socket), "-n", "k8s.io"]
+        for image in images:
+            _run([*ctr, "images", "import", str(image.archive)])
+            _run([*ctr, "images", "tag", "--force", image.name, image.local_name])
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+    shutil.rmtree(state, ignore_errors=True)
+
+
+def _prune_stores(keep: Path) -> None:
+    """Remove the other stores: each is gigabytes, and only the newest is used.
+
+    A node's root holds hard links, not references, so removing a store
+    never touches a node that runs from it; one that is linking from it right
+    now holds its lock, and the store stays until the next time.
+    """
+    import fcntl
+
+    for other in cache_dir().glob("store-*"):
+        if other == keep or not other.is_dir():
+            continue
+        with (cache_dir() / f".{other.name}.lock").open("w") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue
+            shutil.rmtree(other, ignore_errors=True)
+
+
+def link_store(store: Path, dest: Path) -> bool:
+    """Make ``dest`` a containerd root with the store's images, by hard links.
+
+    The databases are copied, since containerd writes them in place; every
+    other file is written once and never changed (overlayfs copies a file up
+    before a container changes it), so the node shares it with the store.
+    False when links cannot be made (another file system): then import.
+    """
+    import fcntl
+
+    with (store.parent.parent / f".{store.parent.name}.lock").open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_SH)
+        dest.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            ["cp", "-a", "--link", f"{store}/.", str(dest)], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.mkdir(parents=True)
+            return False
+        for db in STORE_DATABASES:
+            (dest / db).unlink()
+            shutil.copy2(store / db, dest / db)
+    return True
+
+
+def push_hint(image: Image) -> str:
+    version = (REPO_ROOT / "VERSION").read_text().strip()
+    return f"""
+{image.name} is an OCI archive: {image.archive}
+A real node of `make cluster` has it as {image.local_name} (values/realnode.yaml).
+To run it on your own cluster, push it to your registry and point the chart at it:
+  skopeo copy oci-archive:{image.archive} docker://REGISTRY/dlk8s/operator:{version}
+  helm install dlk8s charts/dlk8s -n dlk8s-system --create-namespace \\
+    --set image.registry=REGISTRY --set image.repository=dlk8s/operator --set image.tag={version}
+(or load it into a container engine: podman load -i {image.archive})"""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build the local images (cached per user).")
     parser.add_argument("images", nargs="*", help=f"any of {', '.join(BUILDERS)} (default: all)")
+    parser.add_argument(
+        "--store", action="store_true", help="also the real node's image store (of STORE_IMAGES)"
+    )
+    parser.add_argument(
+        "--push-hint", action="store_true", help="say how to push the image to a registry"
+    )
     args = parser.parse_args(argv)
     unknown = set(args.images) - set(BUILDERS)
     if unknown:
@@ -345,6 +703,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         image = BUILDERS[which]()
         took = time.monotonic() - began
         print(f"{image.name}\t{image.archive}\t{image.size / 1e6:.1f} MB\t{took:.1f}s", flush=True)
+        if args.push_hint:
+            print(push_hint(image), flush=True)
+    if args.store:
+        began = time.monotonic()
+        store = node_store()
+        took = time.monotonic() - began
+        print(f"node image store\t{store}\t{took:.1f}s", flush=True)
     return 0
 
 

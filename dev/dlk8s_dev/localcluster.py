@@ -771,11 +771,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"export KUBECONFIG={cluster.kubeconfig}", flush=True)
         if cluster.node is not None:
             node = cluster.node
+            # The chart's usual namespace: every pod there (the operator, the
+            # `helm test` pod and its smoke TFJob) goes to the real node.
+            node.real_namespace(cluster, REAL_NAMESPACE)
+            annotations = " ".join(f"{k}='{v}'" for k, v in node.namespace_annotations().items())
+            local = ", ".join(sorted(i.local_name for i in node.images.values()))
             print(
-                f"# real node {node.name}: pods need the toleration {node.pod_placement()}\n"
-                f"# images there: {', '.join(i.name for i in node.images.values())}\n"
-                "# load another (an oci-archive: `buildah push IMG oci-archive:F:NAME`):\n"
-                f"#   ctr --address {node.containerd_socket} -n k8s.io images import F",
+                f"export PATH={cluster.tools_bin}:$PATH\n"
+                f"# A real node, {node.name}, runs containers beside the kwok nodes. Its images:\n"
+                f"#   {local}\n"
+                f"# Every pod of namespace {REAL_NAMESPACE} runs there; so does the operator of\n"
+                f"#   helm install dlk8s charts/dlk8s -n {REAL_NAMESPACE} --set cloud=gke "
+                f"-f values/realnode.yaml --wait && helm test dlk8s -n {REAL_NAMESPACE}\n"
+                "# Another namespace whose pods all go there:\n"
+                f"#   kubectl create namespace NS && kubectl annotate namespace NS {annotations}\n"
+                f"# (or give a pod {json.dumps(node.pod_placement())})\n"
+                "# Load a local image into the node: an oci-archive, e.g. from\n"
+                "# `buildah push IMG oci-archive:FILE:NAME` or `make image` (see README):\n"
+                f"#   {node.load_command()}",
                 flush=True,
             )
         while not stop:

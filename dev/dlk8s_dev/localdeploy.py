@@ -1,9 +1,12 @@
-"""The chart installed on a local cluster, with the operator as a local process.
+"""The chart installed on a local cluster, with the operator as a local process
+or, on a real node, in the cluster from its image.
 
 Under kwok no container runs, so the operator the chart deploys never acts.
 Instead the operator runs here, with the chart's ServiceAccount token and the
 chart's rendered config, which means the chart's RBAC and config are what is
-really exercised. Used by the end-to-end tests, `make demo` and the benchmark.
+really exercised. With a real node (``install_in_cluster``) the chart's own
+Deployment runs it, from the image built here. Used by the end-to-end tests,
+`make demo` and the benchmark.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dlk8s_dev.localcluster import REPO_ROOT, ClusterError, LocalCluster, free_p
 
 CHART = REPO_ROOT / "charts" / "dlk8s"
 LOCAL_VALUES = REPO_ROOT / "values" / "local.yaml"
+REALNODE_VALUES = REPO_ROOT / "values" / "realnode.yaml"
 CONFIG_KEY = "controller_config_file.yaml"
 
 
@@ -119,6 +123,38 @@ def install_chart(
         argv += ["--set", item]
     cluster.helm(*argv, "--wait", f"--timeout={timeout}", helm=helm)
     return Install(cluster, release, namespace)
+
+
+def install_in_cluster(
+    cluster: LocalCluster,
+    release: str = "dlk8s",
+    namespace: str = "dlk8s-system",
+    sets: Sequence[str] = ("cloud=gke",),
+    helm: str = "helm4",
+    timeout: str = "180s",
+) -> Install:
+    """The chart with values/realnode.yaml: the operator runs on the real node.
+
+    The release namespace is made one whose pods all go to the real node
+    (RealNode.real_namespace), so the `helm test` smoke TFJob runs there too.
+    Returns once the Deployment is Available (helm --wait).
+    """
+    if cluster.node is None:
+        raise ClusterError("the operator runs in the cluster only on a real node")
+    cluster.node.real_namespace(cluster, namespace)
+    return install_chart(
+        cluster, release, namespace, sets, (REALNODE_VALUES,), helm=helm, timeout=timeout
+    )
+
+
+def operator_pods(install: Install) -> list[dict[str, Any]]:
+    """The operator's pods (not the `helm test` pod), oldest first."""
+    out = install.cluster.kubectl(
+        "get", "pods", "-n", install.namespace, "-o", "json",
+        "-l", f"app.kubernetes.io/instance={install.release},app.kubernetes.io/component=operator",
+    )  # fmt: skip
+    pods: list[dict[str, Any]] = json.loads(out.stdout)["items"]
+    return sorted(pods, key=lambda p: str(p["metadata"]["creationTimestamp"]))
 
 
 @dataclass

@@ -48,7 +48,17 @@ is alive.
 The node registers with the taint ``dlk8s.io/real-node:NoSchedule`` and the
 label ``dlk8s.io/real-node=true``, so the kwok-based tests never land on it
 by accident; pods meant for it carry the toleration and node selector
-(``RealNode.pod_placement()``).
+(``RealNode.pod_placement()``), or are created in a namespace that
+``RealNode.real_namespace()`` annotated, whose pods get both from the API
+server's PodNodeSelector and PodTolerationRestriction admission plugins
+(what a pod nobody can edit needs, such as `helm test`'s smoke TFJob).
+
+Images (dlk8s_dev.images): the big ones (pause, base, runtime) come with a
+per-user containerd root in which they are already unpacked, hard-linked
+into the node's own root at start (a few seconds, where importing the
+runtime image takes a minute); the rest (the operator, rebuilt with every
+edit of hooks/) are imported. Each is there under its hash tag and as
+``localhost/dlk8s/<image>:local``.
 """
 
 from __future__ import annotations
@@ -495,8 +505,9 @@ class RealNode:
     tools_bin: Path = Path(".tools/bin")
     base: Path = DEFAULT_BASE
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr))
-    # Images imported at start beside the pause image (names in imagelib.BUILDERS).
-    preload: Sequence[str] = ("base",)
+    # Images the node has beside imagelib.STORE_IMAGES (pause, base, runtime),
+    # imported at start (names in imagelib.BUILDERS).
+    preload: Sequence[str] = ("operator",)
     tag: str = field(init=False, default="")
     root: Path = field(init=False)
     host_ip: str = field(init=False, default="")  # the host end of the veth: the API server
@@ -556,6 +567,11 @@ class RealNode:
         return [
             f"--bind-address={self.host_ip}",
             f"--advertise-address={self.host_ip}",
+            # Namespaces annotated by real_namespace() send every pod of theirs
+            # here: pods that nobody can change (the smoke TFJob of `helm
+            # test`, a job's replicas) get the node selector and toleration
+            # from their namespace. Other namespaces are left as they are.
+            "--enable-admission-plugins=PodNodeSelector,PodTolerationRestriction",
             "--kubelet-preferred-address-types=InternalIP",
             f"--kubelet-certificate-authority={pki / 'ca.crt'}",
             f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
@@ -709,14 +725,26 @@ class RealNode:
         began = time.monotonic()
         try:
             with ThreadPoolExecutor(3) as pool:
-                wanted = ["pause", *[p for p in self.preload if p != "pause"]]
+                # The big images come with the per-user store (linked in a
+                # few seconds); the others are imported, each in a second or
+                # two.
+                store = pool.submit(imagelib.node_store, self.log)
+                extra = [n for n in self.preload if n not in imagelib.STORE_IMAGES]
+                wanted = [*imagelib.STORE_IMAGES, *extra]
                 built = {n: pool.submit(imagelib.BUILDERS[n]) for n in wanted}
                 self._write_configs(cluster)
                 self._apply_rbac(cluster)
+                linked = imagelib.link_store(store.result(), self.root / "containerd")
+                if not linked:
+                    self.log("[realnode] cannot link the image store here: importing every image")
                 self._start_containerd()
                 for n, fut in built.items():
                     self.images[n] = fut.result()
-                loads = [pool.submit(self.load_image, img) for img in self.images.values()]
+                loads = [
+                    pool.submit(self.load_image, img)
+                    for n, img in self.images.items()
+                    if n in extra or not linked
+                ]
                 self._start_kubelet()
                 self._start_proxy_and_dns()
                 for load in loads:
@@ -739,27 +767,47 @@ class RealNode:
         return self.root / "containerd" / "containerd.sock"
 
     def load_image(self, image: imagelib.Image) -> None:
-        """Import an oci-archive into the node's containerd (namespace k8s.io)."""
-        done = subprocess.run(
-            [
-                "ctr",
-                "--address",
-                str(self.containerd_socket),
-                "-n",
-                "k8s.io",
-                "images",
-                "import",
-                str(image.archive),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise NodeError(f"ctr import {image.archive}: {done.stderr}")
+        """Import an oci-archive into the node's containerd (namespace k8s.io),
+        under its name and its ``local_name``."""
+        ctr = ["ctr", "--address", str(self.containerd_socket), "-n", "k8s.io", "images"]
+        for argv in (
+            [*ctr, "import", str(image.archive)],
+            [*ctr, "tag", "--force", image.name, image.local_name],
+        ):
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise NodeError(f"{' '.join(argv)}: {done.stderr}")
 
     def image(self, which: str) -> str:
         return self.images[which].name
+
+    def load_command(self) -> str:
+        """How to load another image into this node (an oci-archive, e.g. from
+        `buildah push IMG oci-archive:FILE:NAME` or `skopeo copy`)."""
+        return f"ctr --address {self.containerd_socket} -n k8s.io images import FILE"
+
+    def namespace_annotations(self) -> dict[str, str]:
+        """What makes a namespace's pods land here (see ``real_namespace``)."""
+        toleration = {"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
+        return {
+            "scheduler.alpha.kubernetes.io/node-selector": f"{LABEL_KEY}=true",
+            "scheduler.alpha.kubernetes.io/defaultTolerations": json.dumps([toleration]),
+        }
+
+    def real_namespace(self, cluster: LocalCluster, name: str) -> str:
+        """Create (or annotate) namespace ``name`` so that all its pods run here.
+
+        The API server's PodNodeSelector and PodTolerationRestriction admission
+        plugins add the node selector and the toleration of
+        ``pod_placement()`` to every pod created in it.
+        """
+        namespace = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "annotations": self.namespace_annotations()},
+        }
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(namespace))
+        return name
 
     def pod_placement(self) -> dict[str, Any]:
         """Pod spec fields that put a pod on this node (merge into ``spec``)."""

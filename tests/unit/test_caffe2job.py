@@ -196,6 +196,18 @@ def test_redis_in_master_example_adds_the_redis_container_and_its_service() -> N
     }
 
 
+def test_the_redis_image_is_the_controller_configs() -> None:
+    mirrored = parse_config({"images": {"redis": "mirror.local/redis:7.2"}})
+    result = reconcile(seed("caffe2job-redis-in-master.yaml"), Observed(), mirrored, NOW)
+    pods = {
+        a.obj["metadata"]["name"]: a.obj
+        for a in result.actions
+        if isinstance(a, Create) and a.obj["kind"] == "Pod"
+    }
+    master = pods[f"{IN_MASTER}-master-0"]
+    assert container(master, "redis")["image"] == "mirror.local/redis:7.2"
+
+
 def test_redis_in_master_example_shards_count_the_master_first() -> None:
     made = children(seed("caffe2job-redis-in-master.yaml"))
     cluster = {

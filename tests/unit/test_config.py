@@ -87,11 +87,24 @@ def test_numbers_in_env_values_become_strings() -> None:
         ),
         ({"accelerators": {"nvidia.com/gpu": {"envVars": {"a": 1}}}}, "envVars"),
         ({"tfImage": 3}, "tfImage"),
+        ({"images": ["redis:7"]}, "images"),
+        ({"images": {"reddis": "redis:7"}}, "images.reddis"),
+        ({"images": {"etcd": 3}}, "images.etcd"),
     ],
 )
 def test_malformed_config_names_the_field(data: object, field: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(field)):
         parse_config(data)
+
+
+def test_the_images_put_into_pods_default_and_can_each_be_set() -> None:
+    assert (parse_config({}).redis_image, parse_config({}).etcd_image) == (
+        "redis:7.2-alpine",
+        "quay.io/coreos/etcd:v3.2.1",
+    )
+    config = parse_config({"images": {"redis": "mirror.local/redis:7", "etcd": None}})
+    assert config.redis_image == "mirror.local/redis:7"
+    assert config.etcd_image == "quay.io/coreos/etcd:v3.2.1"
 
 
 def test_invalid_yaml_is_a_config_error(tmp_path: Path) -> None:

@@ -180,6 +180,7 @@ def test_edl_example_pods_look_like_edls() -> None:
     master = pods["example-master-0"]
     names = [c["name"] for c in master["spec"]["containers"]]
     assert names == ["paddle", "etcd"]
+    assert master["spec"]["containers"][1]["image"] == "quay.io/coreos/etcd:v3.2.1"
     assert master["spec"]["containers"][0]["command"] == ["paddle_k8s", "start_master"]
     # EDL's master resources when the job names none.
     assert master["spec"]["containers"][0]["resources"] == {
@@ -187,6 +188,13 @@ def test_edl_example_pods_look_like_edls() -> None:
         "limits": {"cpu": "2", "memory": "1Gi"},
     }
     assert master["metadata"]["labels"]["paddle-job-master"] == "example"
+
+
+def test_the_masters_etcd_image_is_the_controller_configs() -> None:
+    mirrored = parse_config({"images": {"etcd": "mirror.local/etcd:3.4"}})
+    pods = created_pods(PaddleWorld(edl_example(), config=mirrored).reconcile())
+    [etcd] = [c for c in pods["example-master-0"]["spec"]["containers"] if c["name"] == "etcd"]
+    assert etcd["image"] == "mirror.local/etcd:3.4"
 
 
 def test_a_job_that_is_not_fault_tolerant_has_no_master() -> None:

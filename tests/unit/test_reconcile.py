@@ -174,6 +174,26 @@ def test_master_exit_0_succeeds_and_cleanup_stops_what_still_runs() -> None:
     assert world.reconcile().actions == []
 
 
+@pytest.mark.parametrize("code", [0, 1])
+def test_cleanup_keeps_an_ended_master_whose_phase_still_says_running(code: int) -> None:
+    # The kubelet (1.27+) reports the container terminated a moment before
+    # the phase; deleting the pod then lost the master's log after Done.
+    world = running_world()
+    world.exit("example-job-master-0", code, phase="Running")
+    result = world.step()
+    assert result.status["state"] == ("Succeeded" if code == 0 else "Failed")
+    assert "example-job-master-0" not in deletes(result, "Pod")
+    assert len(deletes(result, "Pod")) == 3
+
+
+def test_cleanup_stops_a_pod_whose_sidecar_still_runs() -> None:
+    world = running_world()
+    world.exit("example-job-master-0", 0, phase="Running")
+    statuses = world.pod("example-job-master-0")["status"]["containerStatuses"]
+    statuses.append({"name": "redis", "state": {"running": {}}})
+    assert "example-job-master-0" in deletes(world.step(), "Pod")
+
+
 def test_cleanup_waits_for_terminating_pods_without_deleting_them_again() -> None:
     world = running_world()
     world.exit("example-job-master-0", 0)

@@ -124,14 +124,21 @@ class World:
             self.pod(name)["status"] = {"phase": "Running"}
 
     def exit(
-        self, name: str, code: int, at: datetime | None = None, container: str = "tensorflow"
+        self,
+        name: str,
+        code: int,
+        at: datetime | None = None,
+        container: str = "tensorflow",
+        phase: str | None = None,
     ) -> None:
+        """The container has ended; `phase`: the pod's, if the kubelet has
+        not settled it yet (it says Running until the sandbox is gone)."""
         terminated = {
             "exitCode": code,
             "finishedAt": (at or self.now).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         self.pod(name)["status"] = {
-            "phase": "Succeeded" if code == 0 else "Failed",
+            "phase": phase or ("Succeeded" if code == 0 else "Failed"),
             "containerStatuses": [{"name": container, "state": {"terminated": terminated}}],
         }
 

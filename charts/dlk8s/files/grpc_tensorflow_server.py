@@ -21,7 +21,9 @@ from __future__ import print_function
 import argparse
 import json
 import os
+import signal
 import sys
+import time
 
 
 def parse_cluster_spec(text):
@@ -84,10 +86,16 @@ def main(argv=None):
     server_cls = getattr(getattr(tf, "distribute", None), "Server", None) or tf.train.Server
     print("grpc_tensorflow_server: serving %s/%d of %s" % (job, index, json.dumps(cluster)))
     sys.stdout.flush()
+    # The first process of its container: the kernel ignores a signal that
+    # PID 1 has no handler for, so without this the PS would hold its job's
+    # clean-up until the kubelet kills it at the end of the grace period.
+    # The handler runs in the main thread, which therefore waits in Python
+    # (the server serves from threads of its own) instead of in join().
+    signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
     server = server_cls(tf.train.ClusterSpec(cluster), job_name=job, task_index=index,
                         protocol=args.protocol, start=True)
-    server.join()
-    return 0
+    while server is not None:  # serves until SIGTERM (the reference keeps it alive)
+        time.sleep(3600)
 
 
 if __name__ == "__main__":

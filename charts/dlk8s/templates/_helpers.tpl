@@ -158,6 +158,7 @@ The controller config file the operator reads (DLK8S_CONFIG_FILE).
 {{- $config := dict
       "accelerators" (include "dlk8s.accelerators" . | fromYaml)
       "tfImage" .Values.config.tfImage
+      "images" (dict "redis" .Values.config.images.redis "etcd" .Values.config.images.etcd)
       "grpcServerFilePath" (printf "%s/%s" (include "dlk8s.grpcDir" .) (include "dlk8s.grpcKey" .)) }}
 {{- toYaml $config }}
 {{- end }}

@@ -8,6 +8,9 @@ Shape, as the chart renders it and as the TfJob operator's README documents::
         envVars: [{name, value}]
     tfImage: tensorflow/tensorflow:2.16.1
     grpcServerFilePath: /etc/dlk8s/grpc_tensorflow_server.py
+    images:                 # the other images the operator puts into pods
+      redis: redis:7.2-alpine             # a Caffe2Job MASTER's redis server
+      etcd: quay.io/coreos/etcd:v3.2.1    # a PaddleJob master's etcd
 
 The seed README puts grpcServerFilePath inside `accelerators`; that layout is
 accepted too (a top-level value wins), since a key whose value is a string
@@ -20,7 +23,7 @@ pure, and a malformed file is an error at start-up (ConfigError), not later.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
@@ -28,6 +31,11 @@ from typing import Any, Final
 import yaml
 
 DEFAULT_TF_IMAGE: Final = "tensorflow/tensorflow:2.16.1"
+# The images of the containers the operator adds to pods besides the PS's
+# gRPC server: settings, so that a cluster can mirror them (or, like the
+# local one, has no registry at all). The chart's config.images.* sets them.
+DEFAULT_REDIS_IMAGE: Final = "redis:7.2-alpine"
+DEFAULT_ETCD_IMAGE: Final = "quay.io/coreos/etcd:v3.2.1"
 GRPC_SERVER_SCRIPT_KEY: Final = "grpc_tensorflow_server.py"
 # Options that the seed's layout nests under `accelerators`.
 _OPTIONS_TOLERATED_IN_ACCELERATORS: Final = ("grpcServerFilePath", "tfImage")
@@ -57,6 +65,8 @@ class Accelerator:
 class ControllerConfig:
     accelerators: Mapping[str, Accelerator] = field(default_factory=lambda: MappingProxyType({}))
     tf_image: str = DEFAULT_TF_IMAGE
+    redis_image: str = DEFAULT_REDIS_IMAGE
+    etcd_image: str = DEFAULT_ETCD_IMAGE
     grpc_server_file_path: str = ""
     # Content of the gRPC server script; "" when it could not be read, and
     # then grpc_server_error says why (reported only when a job needs it).
@@ -89,13 +99,7 @@ def load_config(path: str | Path | None) -> ControllerConfig:
 
 
 def _with_script(config: ControllerConfig, script: str, error: str) -> ControllerConfig:
-    return ControllerConfig(
-        accelerators=config.accelerators,
-        tf_image=config.tf_image,
-        grpc_server_file_path=config.grpc_server_file_path,
-        grpc_server_script=script,
-        grpc_server_error=error,
-    )
+    return replace(config, grpc_server_script=script, grpc_server_error=error)
 
 
 def parse_config(data: object, grpc_server_script: str = "") -> ControllerConfig:
@@ -121,13 +125,38 @@ def parse_config(data: object, grpc_server_script: str = "") -> ControllerConfig
         if not (name in _OPTIONS_TOLERATED_IN_ACCELERATORS and isinstance(value, str))
     }
     file_path = _option_str(options, "grpcServerFilePath", "")
+    images = _images(data.get("images"))
     return ControllerConfig(
         accelerators=MappingProxyType(accelerators),
         tf_image=_option_str(options, "tfImage", DEFAULT_TF_IMAGE) or DEFAULT_TF_IMAGE,
+        redis_image=images["redis"],
+        etcd_image=images["etcd"],
         grpc_server_file_path=file_path,
         grpc_server_script=grpc_server_script,
         grpc_server_error="" if grpc_server_script else _NO_SCRIPT,
     )
+
+
+def _images(value: object) -> dict[str, str]:
+    """`images: {redis, etcd}`; a key left out (or null) keeps its default.
+
+    An unknown key is an error, so that a misspelt one fails at start-up
+    instead of leaving the default image in every pod.
+    """
+    images = {"redis": DEFAULT_REDIS_IMAGE, "etcd": DEFAULT_ETCD_IMAGE}
+    if value is None:
+        return images
+    if not isinstance(value, dict):
+        raise ConfigError("images: must be a mapping of container to image, e.g. {redis: ...}")
+    for key, image in value.items():
+        if key not in images:
+            raise ConfigError(f"images.{key}: not an image the operator sets (known: etcd, redis)")
+        if image is None:
+            continue
+        if not isinstance(image, str) or not image:
+            raise ConfigError(f"images.{key}: must be a non-empty string")
+        images[key] = image
+    return images
 
 
 def _option_str(options: dict[str, Any], key: str, default: str) -> str:

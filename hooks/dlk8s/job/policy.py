@@ -90,6 +90,17 @@ def pod_outcome(pod: Obj, container: str) -> PodOutcome:
     return PodOutcome(PENDING, detail="pod pending")
 
 
+def has_stopped(pod: Obj) -> bool:
+    """Whether nothing runs in the pod any more. Since Kubernetes 1.27 the
+    kubelet reports every container terminated while the phase still says
+    Running, until it has torn the pod's sandbox down: the containers, not
+    the phase, say it first."""
+    if dig(pod, "status", "phase") in (SUCCEEDED, FAILED):
+        return True
+    statuses = [s for s in as_list(dig(pod, "status", "containerStatuses")) if isinstance(s, dict)]
+    return bool(statuses) and all(isinstance(dig(s, "state", "terminated"), dict) for s in statuses)
+
+
 def _terminated(pod: Obj, container: str) -> Obj | None:
     for status in as_list(dig(pod, "status", "containerStatuses")):
         if isinstance(status, dict) and status.get("name") == container:

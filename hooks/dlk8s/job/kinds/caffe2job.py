@@ -64,7 +64,6 @@ DEFAULT_REDIS_PORT: Final = 6379
 # The server the operator adds to the MASTER pod. A MASTER template with a
 # container named `redis` keeps its own instead (another image, resources).
 REDIS_CONTAINER: Final = "redis"
-REDIS_IMAGE: Final = "redis:7.2-alpine"
 REDIS_USER: Final = 999  # redis in the official images
 NFS_VOLUME: Final = "dlk8s-caffe2-rendezvous"
 BACKEND_PATH: Final = "spec.backendSpecs"
@@ -228,7 +227,8 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
         set_env(container, values)
     runs_redis = slot.role == MASTER and settings.redis_in_master
     if runs_redis and not containers_named(spec, REDIS_CONTAINER):
-        spec["containers"] = [*as_list(spec.get("containers")), _redis(settings.redis_port)]
+        redis = _redis(settings.redis_port, ctx.config.redis_image)
+        spec["containers"] = [*as_list(spec.get("containers")), redis]
     if settings.type == NFS and settings.nfs_server:
         _mount_nfs(spec, mains, settings)
     return pod
@@ -246,10 +246,12 @@ def _mount_nfs(spec: Obj, containers: list[Obj], settings: Backend) -> None:
             container["volumeMounts"] = [*as_list(container.get("volumeMounts")), mount]
 
 
-def _redis(port: int) -> Obj:
+def _redis(port: int, image: str) -> Obj:
+    """The redis server beside the MASTER; its image is the controller
+    config's images.redis (the chart's config.images.redis)."""
     return {
         "name": REDIS_CONTAINER,
-        "image": REDIS_IMAGE,
+        "image": image,
         # Protected mode would refuse the other pods: there is no password.
         "command": ["redis-server", "--port", str(port), "--protected-mode", "no"],
         "ports": [{"name": REDIS, "containerPort": port, "protocol": "TCP"}],

@@ -105,6 +105,7 @@ from dlk8s.job.children import (
     replica_key,
     restricted_security_context,
 )
+from dlk8s.job.config import DEFAULT_ETCD_IMAGE
 from dlk8s.job.env import set_env
 from dlk8s.job.naming import label_value
 from dlk8s.job.resources import cpu_cores, gpu_count
@@ -123,7 +124,7 @@ DEFAULT_PORTS_NUM_FOR_SPARSE: Final = 0  # the CRD's default
 DEFAULT_PASSES: Final = 1
 MASTER_PORT: Final = 8080
 ETCD_PORT: Final = 2379
-ETCD_IMAGE: Final = "quay.io/coreos/etcd:v3.2.1"
+ETCD_CONTAINER: Final = "etcd"
 # EDL's single-member etcd, reachable on the pod's IP.
 _ETCD_FLAGS: Final = (
     ("-name", "etcd0"),
@@ -425,8 +426,9 @@ def _master_template(job: Obj) -> Obj:
     }
     # EDL's etcd beside the master: the master keeps its task queue there.
     etcd: Obj = {
-        "name": "etcd",
-        "image": ETCD_IMAGE,
+        "name": ETCD_CONTAINER,
+        # The controller config's images.etcd replaces it (decorate_pod).
+        "image": DEFAULT_ETCD_IMAGE,
         "command": list(ETCD_COMMAND),
         "ports": [{"name": "etcd-port", "containerPort": ETCD_PORT, "protocol": "TCP"}],
         "env": [_field_env("POD_IP", "status.podIP")],
@@ -479,6 +481,9 @@ def paddle_env(ctx: JobContext) -> list[tuple[str, str]]:
 
 
 def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
+    if slot.role == MASTER:
+        for etcd in containers_named(pod["spec"], ETCD_CONTAINER):
+            etcd["image"] = ctx.config.etcd_image
     values = dict(ctx.remember("paddle_env", lambda: paddle_env(ctx)))
     for container in containers_named(pod["spec"], CONTAINER):
         set_env(container, values)

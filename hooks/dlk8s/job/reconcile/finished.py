@@ -18,16 +18,14 @@ from dlk8s.job.api import (
     Phase,
     Reason,
     State,
-    dig,
     format_time,
     parse_time,
 )
 from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE, is_terminating, replica_key
-from dlk8s.job.policy import is_true
+from dlk8s.job.policy import has_stopped, is_true
 from dlk8s.job.reconcile.restarts import restart_count
 from dlk8s.job.reconcile.status import carried, finished_replica_statuses, verdict_conditions
 from dlk8s.job.reconcile.view import (
-    FINISHED_POD_PHASES,
     JobView,
     Result,
     Verdict,
@@ -92,7 +90,9 @@ def finished_state(job: JobView) -> tuple[str, str]:
 def cleanup_targets(job: JobView, owned: Observed) -> list[tuple[Obj, tuple[str, str]]]:
     """What cleanPodPolicy removes once the job has finished.
 
-    Running: pods still pending or running, and every replica's Service
+    Running: pods in which anything still runs (a pod whose containers have
+    all ended stays for `kubectl logs`; a sidecar still up, such as a Caffe2
+    MASTER's redis, keeps its pod a target), and every replica's Service
     (nothing is left to reach through them). All: every child, TensorBoard
     and ConfigMaps included. None: nothing. TensorBoard stays under Running
     and None: users look at the results after training; it goes with the job.
@@ -108,7 +108,7 @@ def cleanup_targets(job: JobView, owned: Observed) -> list[tuple[Obj, tuple[str,
             + [(o, DEPLOYMENT) for o in owned.deployments]
         )
     roles = {role.lower() for role in job.kind.roles} if job.kind else set()
-    pods = [(o, POD) for o in owned.pods if dig(o, "status", "phase") not in FINISHED_POD_PHASES]
+    pods = [(o, POD) for o in owned.pods if not has_stopped(o)]
     return pods + [(o, SERVICE) for o in owned.services if (replica_key(o) or ("",))[0] in roles]
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Final
 
 from dlk8s.job import naming
 from dlk8s.job.actions import Action, Create, Event, delete_of
@@ -32,8 +31,6 @@ from dlk8s.job.api import (
 from dlk8s.job.children import is_terminating
 from dlk8s.job.kinds import lookup
 from dlk8s.job.policy import Decision, PodOutcome, clean_conditions, pod_outcome
-
-FINISHED_POD_PHASES: Final = ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True)
