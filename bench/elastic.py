@@ -1,12 +1,21 @@
 """Elastic PaddleJobs with and without the autoscaler, replayed on kwok.
 
-    make bench-elastic                              # replay the committed trace
-    .tools/venv/bin/python bench/elastic.py generate --seed 2026   # a new trace
-    .tools/venv/bin/python bench/elastic.py run --only autoscaler  # one mode
+    make bench-elastic                                   # every trace, both modes
+    make bench-elastic ELASTIC_ARGS="--trace heavy"      # one trace
+    .tools/venv/bin/python bench/elastic.py generate     # rewrite the traces (deterministic)
+    .tools/venv/bin/python bench/elastic.py report       # tables and plots from elastic.json
 
-The trace (bench/elastic-trace.json) lists elastic jobs: arrival time,
+The traces (bench/elastic-trace*.json) list elastic jobs: arrival time,
 minInstance / maxInstance trainers, GPUs per trainer, and the work to do in
-trainer-seconds. Each mode gets a fresh local control plane of 8 kwok nodes
+trainer-seconds. They come from one generator and one seed, so they hold the
+same 36 jobs and differ only in when the jobs arrive:
+
+- committed: Poisson arrivals, a mean gap of 60 s (bench/elastic-trace.json);
+- heavy: the same arrivals 1.5x as often (a mean gap of 40 s);
+- burst: the committed trace with a third of the jobs (the 13th to the
+  24th) arriving within one minute; the others keep their times.
+
+Each mode of each trace gets a fresh local control plane of 8 kwok nodes
 with 8 GPUs each, the chart installed, and the operator running as a local
 process with the chart's ServiceAccount:
 
@@ -19,9 +28,9 @@ watches the pods, credits every job with one trainer-second of work per
 second for each of its trainers that is Running, and once the work is done
 annotates its trainers with kwok.dlk8s.io/exit-code=0 so kwok ends them and
 the operator sees the job succeed. Time is compressed (one trace second =
---scale wall seconds, 0.1 by default), the cluster, the scheduler and the
-operator are not: their reaction times are real wall-clock time and so
-weigh ten times more in trace time than they would in a real cluster.
+--scale wall seconds), the cluster, the scheduler and the operator are not:
+their reaction times are real wall-clock time and so weigh 1/scale times
+more in trace time than they would in a real cluster.
 
 Measured per job: wait (submission to the first Running trainer) and
 completion time (submission to the work done); per run: the GPUs held by
@@ -29,8 +38,20 @@ Running trainers over time. Utilization is reported over the whole run and
 over the window in which the jobs present could use the whole cluster
 (the sum of their maxInstance x GPUs is at least the cluster's GPUs); the
 target applies to the latter: when demand is below capacity, idle GPUs are
-nobody's fault. Results: bench/results/elastic.{json,md,png}; operator logs
-under bench/results/raw/ (not committed).
+nobody's fault.
+
+The sampler checks on every tick (every 50 ms of wall time) that no node
+has more requested than it has (every pod of the cluster counts), that
+every job's trainer count (annotation and status) stays within
+[minInstance, maxInstance], that no job has more live trainers than its
+maxInstance, and that no trainer below minInstance is ever deleted.
+
+It also records why each waiting job waits, tick by tick (see wait_cause),
+and every trainer count the autoscaler writes, with its reason: the
+replay's own account of where waiting time goes.
+
+Results: bench/results/elastic.{json,md} and elastic-<trace>.png; operator
+logs and the unthinned samples under bench/results/raw/ (not committed).
 """
 
 from __future__ import annotations
@@ -39,6 +60,7 @@ import argparse
 import itertools
 import json
 import logging
+import math
 import random
 import re
 import shutil
@@ -47,33 +69,67 @@ import sys
 import threading
 import time
 import tracemalloc
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlk8s.autoscaler.plan import pod_from_manifest
+from dlk8s.autoscaler.plan import Pod, pod_from_manifest
 from dlk8s.job.api import API_VERSION
-from dlk8s.runtime.client import Kube, Resource, register, resource_for
+from dlk8s.job.resources import Resources, from_list
+from dlk8s.runtime.client import Kube
+from dlk8s.runtime.resources import JOB_RESOURCES, resource_for
 from dlk8s_dev.localcluster import EXIT_CODE_ANNOTATION, LocalCluster, NodeSpec
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
 HERE = Path(__file__).resolve().parent
-TRACE = HERE / "elastic-trace.json"
 RESULTS = HERE / "results"
+RESULTS_JSON = RESULTS / "elastic.json"
 RAW = RESULTS / "raw" / "elastic"
 NAMESPACE = "elastic-bench"
-PADDLEJOBS = register(Resource(API_VERSION, "PaddleJob", "paddlejobs"))
+PADDLEJOBS = JOB_RESOURCES["PaddleJob"]
+TRAINERS_ANNOTATION = "dlk8s.io/trainers"
+REASON_ANNOTATION = "dlk8s.io/trainers-reason"
 GIB = 2**30
+DEFAULT_SCALE = 0.08  # wall seconds per trace second: six replays in about 36 minutes
+BURST_WINDOW = 60.0
 
 
-# --- the trace --------------------------------------------------------------------------
+# --- the traces ---------------------------------------------------------------------------
 
 
-def generate(seed: int, jobs: int = 36, gap: float = 60.0) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TraceSpec:
+    name: str
+    title: str
+    seed: int = 2026
+    jobs: int = 36
+    gap: float = 60.0  # mean seconds between arrivals
+    burst: float = 0.0  # the share of the jobs that arrive within BURST_WINDOW
+
+    @property
+    def path(self) -> Path:
+        suffix = "" if self.name == "committed" else f"-{self.name}"
+        return HERE / f"elastic-trace{suffix}.json"
+
+
+TRACES = {
+    t.name: t
+    for t in (
+        TraceSpec("committed", "the committed trace: Poisson arrivals, mean gap 60 s"),
+        TraceSpec("heavy", "arrivals 1.5x as often: mean gap 40 s", gap=40.0),
+        TraceSpec("burst", "a third of the jobs within one minute", burst=1 / 3),
+    )
+}
+
+
+def generate(seed: int, jobs: int = 36, gap: float = 60.0, burst: float = 0.0) -> dict[str, Any]:
     """A deterministic trace: Poisson arrivals, mostly small minimums that
     may grow 3-6x, 1/2/4 GPUs per trainer, and work that takes 150-450 s at
-    maxInstance (so 3-6x that at minInstance)."""
+    maxInstance (so 3-6x that at minInstance). The same seed gives the same
+    jobs whatever the gap and burst: only the arrivals differ."""
     rng = random.Random(seed)
     arrival = 0.0
     entries = []
@@ -87,20 +143,40 @@ def generate(seed: int, jobs: int = 36, gap: float = 60.0) -> dict[str, Any]:
         entries.append(
             {
                 "name": f"job-{i:02d}",
-                "arrival": round(arrival, 1),
+                "arrival": arrival,
                 "minTrainers": low,
                 "maxTrainers": high,
                 "gpusPerTrainer": gpus,
                 "work": work,
             }
         )
+    arrivals = squeeze_burst([e["arrival"] for e in entries], burst) if burst else None
+    for i, entry in enumerate(entries):
+        entry["arrival"] = round(arrivals[i] if arrivals else entry["arrival"], 1)
+    options = f"jobs={jobs}, gap={gap}" + (f", burst={burst:.3f}" if burst else "")
     return {
         "seed": seed,
-        "generator": f"bench/elastic.py generate --seed {seed} (jobs={jobs}, gap={gap})",
+        "generator": f"bench/elastic.py generate --seed {seed} ({options})",
         "units": {"arrival": "trace seconds", "work": "trainer-seconds"},
         "cluster": {"nodes": 8, "gpusPerNode": 8, "cpuPerNode": "32", "memoryPerNode": "256Gi"},
         "jobs": entries,
     }
+
+
+def squeeze_burst(arrivals: Sequence[float], share: float) -> list[float]:
+    """`share` of the jobs, from the one a third of the way in, arrive within
+    BURST_WINDOW (their gaps shrunk in proportion). The others keep their
+    times: the same jobs over the same span, only burstier, so the burst is
+    not confused with a heavier load."""
+    count = max(2, round(len(arrivals) * share))
+    first = len(arrivals) // 3
+    last = min(first + count, len(arrivals)) - 1
+    span = arrivals[last] - arrivals[first]
+    factor = min(1.0, (BURST_WINDOW - 5) / span) if span > 0 else 1.0
+    return [
+        arrivals[first] + (t - arrivals[first]) * factor if first < i <= last else t
+        for i, t in enumerate(arrivals)
+    ]
 
 
 def manifest(job: dict[str, Any]) -> dict[str, Any]:
@@ -132,7 +208,165 @@ def manifest(job: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-# --- the driver ----------------------------------------------------------------------------
+# --- what the sampler sees ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodView:
+    """A pod that has not terminated, as the sampler needs it."""
+
+    pod: Pod  # node, requests, terminating, role, index
+    uid: str
+    job: str  # the bench job it belongs to ("" for any other pod)
+    running: bool
+
+
+def pod_view(obj: dict[str, Any]) -> PodView | None:
+    pod = pod_from_manifest(obj)
+    if pod is None:
+        return None
+    labels = obj["metadata"].get("labels") or {}
+    job = labels.get("dlk8s.io/job-name", "") if pod.namespace == NAMESPACE else ""
+    running = obj.get("status", {}).get("phase") == "Running"
+    return PodView(pod, obj["metadata"].get("uid", ""), job, running)
+
+
+def is_trainer(view: PodView) -> bool:
+    return view.pod.role == "trainer"
+
+
+def overcommitted(allocatable: Mapping[str, Resources], pods: Iterable[PodView]) -> list[str]:
+    """Nodes whose bound pods (terminating ones too: they still hold their
+    room) request more than the node has."""
+    used = dict.fromkeys(allocatable, Resources())
+    for view in pods:
+        if view.pod.node in used:
+            used[view.pod.node] = used[view.pod.node] + view.pod.requests
+    return [
+        f"{name}: {used[name]} requested of {total}"
+        for name, total in allocatable.items()
+        if not used[name].fits_in(total)
+    ]
+
+
+def out_of_bounds(
+    spec: Mapping[str, Any], obj: Mapping[str, Any] | None, trainers: Sequence[PodView]
+) -> list[str]:
+    """What of one job is outside [minInstance, maxInstance] right now."""
+    low, high, name = spec["minTrainers"], spec["maxTrainers"], spec["name"]
+    found = []
+    meta, status = (obj or {}).get("metadata", {}), (obj or {}).get("status", {})
+    asked = (meta.get("annotations") or {}).get(TRAINERS_ANNOTATION)
+    if asked is not None and not (asked.isdigit() and low <= int(asked) <= high):
+        found.append(f"{name}: asked for {asked} trainers, bounds [{low}, {high}]")
+    count = status.get("trainers")
+    if count is not None and not low <= count <= high:
+        found.append(f"{name}: status.trainers {count}, bounds [{low}, {high}]")
+    live = [v for v in trainers if not v.pod.terminating]
+    if len(live) > high:
+        found.append(f"{name}: {len(live)} live trainers, maxInstance {high}")
+    below = sorted(v.pod.index for v in trainers if v.pod.terminating and v.pod.index < low)
+    if below:
+        found.append(f"{name}: trainer(s) {below} below minInstance {low} deleted")
+    return found
+
+
+# --- why a job waits ---------------------------------------------------------------------------
+
+# In the order wait_cause tests them; the first that holds names the tick.
+WAIT_CAUSES = {
+    "no pods yet": "the operator has not created the job's minimum trainers yet",
+    "room free": "its minimum fits the free GPUs now; the scheduler has not bound it yet",
+    "room being freed": "it fits once the trainers being deleted are gone",
+    "held above minimum": "it fits if others give back trainers above their minimum",
+    "fragmented": "enough GPUs above minimums in total, but not on few enough nodes",
+    "full at minimums": "it would not fit even with every other job at its minimum",
+}
+
+
+def wait_cause(
+    spec: Mapping[str, Any],
+    mine: Sequence[PodView],
+    gpus: Mapping[str, int],
+    pods: Sequence[PodView],
+    bounds: Mapping[str, int],
+) -> str:
+    """Why `spec`'s job has no trainer running, from the GPUs alone (the
+    bench's trainers ask 2 CPUs and 8 GiB per GPU: GPUs run out first).
+
+    `gpus`: each node's allocatable GPUs; `pods`: every live pod of the
+    cluster; `bounds`: each job's minInstance."""
+    per, low = spec["gpusPerTrainer"], spec["minTrainers"]
+    live = [v for v in mine if is_trainer(v) and not v.pod.terminating and v.pod.index < low]
+    if len(live) < low:
+        return "no pods yet"
+    need = [per] * sum(1 for v in live if not v.pod.node)
+    free, freeing, above = dict(gpus), Counter[str](), Counter[str]()
+    for view in pods:
+        node = view.pod.node
+        if node not in free:
+            continue
+        free[node] -= view.pod.requests.gpu
+        if view.pod.terminating:
+            freeing[node] += view.pod.requests.gpu
+        elif is_trainer(view) and view.job and view.pod.index >= bounds.get(view.job, 1 << 30):
+            above[node] += view.pod.requests.gpu
+    if fits(need, free):
+        return "room free"
+    with_freed = {n: free[n] + freeing[n] for n in free}
+    if fits(need, with_freed):
+        return "room being freed"
+    reclaimable = {n: with_freed[n] + above[n] for n in free}
+    if fits(need, reclaimable):
+        return "held above minimum"
+    if sum(reclaimable.values()) >= sum(need):
+        return "fragmented"
+    return "full at minimums"
+
+
+def fits(need: Sequence[int], room: Mapping[str, int]) -> bool:
+    """First fit, largest first, of the needs into the rooms (GPUs)."""
+    left = dict(room)
+    for amount in sorted(need, reverse=True):
+        node = next((n for n, r in sorted(left.items()) if r >= amount), None)
+        if node is None:
+            return False
+        left[node] -= amount
+    return True
+
+
+IDLE_CAUSES = {
+    "not running": "held by pods bound but not Running: starting, or being deleted",
+    "pending pods": "free while pods that fit are pending (scheduler back-off, operator)",
+    "growth": "free while a running job below its max could use it (the next pass)",
+    "fragments": "free, but no pending pod and no job's trainer fits it",
+}
+
+
+def idle_gpus(
+    gpus: Mapping[str, int], pods: Sequence[PodView], growable: Sequence[int], dt: float
+) -> Counter[str]:
+    """GPU-seconds of one tick in which GPUs run no trainer, by cause."""
+    free, idle = dict(gpus), Counter[str]()
+    for view in pods:
+        if view.pod.node in free:
+            free[view.pod.node] -= view.pod.requests.gpu
+            if not view.running or view.pod.terminating:
+                idle["not running"] += view.pod.requests.gpu * dt
+    spare = sum(max(0, f) for f in free.values())
+    if spare <= 0:
+        return idle
+    pending = [v.pod.requests.gpu for v in pods if not v.pod.node and v.pod.requests.gpu]
+    if any(fits([g], free) for g in pending):
+        idle["pending pods"] += spare * dt
+    elif any(fits([g], free) for g in growable):
+        idle["growth"] += spare * dt
+    else:
+        idle["fragments"] += spare * dt
+    return idle
+
+
+# --- the driver ----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -145,6 +379,19 @@ class JobRun:
     progress: float = 0.0
     finished_pods: set[str] = field(default_factory=set)
     max_trainers_seen: int = 0
+    asked: str | None = None  # the last trainer count seen on the job
+    waiting: Counter[str] = field(default_factory=Counter)  # cause -> trace seconds
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A trainer count written on a job (by the autoscaler), as the job showed it."""
+
+    t: float
+    job: str
+    old: int | None
+    new: int
+    reason: str
 
 
 class Driver:
@@ -153,11 +400,28 @@ class Driver:
         self.scale = scale
         self.capacity = trace["cluster"]["nodes"] * trace["cluster"]["gpusPerNode"]
         self.jobs = {j["name"]: JobRun(j) for j in trace["jobs"]}
+        self.mins = {j["name"]: j["minTrainers"] for j in trace["jobs"]}
+        nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        self.allocatable = {
+            n["metadata"]["name"]: from_list(n["status"].get("allocatable")) for n in nodes
+        }
+        self.gpus = {name: r.gpu for name, r in self.allocatable.items()}
+        # Every pod of the cluster that has not terminated: the overcommit
+        # check must count pods of any namespace.
         self.pods = self.kube.informer(
-            resource_for("v1", "Pod"), NAMESPACE, "dlk8s.io/job-kind=paddlejob"
+            resource_for("v1", "Pod"),
+            None,
+            field_selector="status.phase!=Succeeded,status.phase!=Failed",
         )
         self.paddlejobs = self.kube.informer(PADDLEJOBS, NAMESPACE)
         self.samples: list[tuple[float, int, int, int]] = []  # t, gpus, demand, running jobs
+        self.decisions: list[Decision] = []
+        self.overcommits: Counter[str] = Counter()
+        self.out_of_bounds: Counter[str] = Counter()
+        self.ticks = 0
+        self.idle: Counter[str] = Counter()  # GPU-seconds idle while saturated, by cause
+        self.sample_trainer: str | None = None
+        self._views: dict[tuple[str, str], PodView | None] = {}
         self.pool = ThreadPoolExecutor(16)
         self.t0 = 0.0
 
@@ -167,7 +431,7 @@ class Driver:
     def run(self, limit_seconds: float) -> None:
         for informer in (self.pods, self.paddlejobs):
             informer.start()
-        while not all(i._list_func.synced.is_set() for i in (self.pods, self.paddlejobs)):
+        while not all(i.has_synced() for i in (self.pods, self.paddlejobs)):
             time.sleep(0.05)
         self.t0 = time.monotonic()
         last = 0.0
@@ -188,56 +452,124 @@ class Driver:
                 return
             time.sleep(0.05)
 
+    def _live_pods(self) -> list[PodView]:
+        """The pod cache as views, parsed once per pod version."""
+        views, seen = [], set()
+        for obj in self.pods.cache.list():
+            meta = obj["metadata"]
+            key = (meta["uid"], meta.get("resourceVersion", ""))
+            seen.add(key)
+            if key not in self._views:
+                self._views[key] = pod_view(obj)
+                self._keep_sample(obj, self._views[key])
+            view = self._views[key]
+            if view is not None:
+                views.append(view)
+        for stale in self._views.keys() - seen:
+            del self._views[stale]
+        return views
+
+    def _keep_sample(self, obj: dict[str, Any], view: PodView | None) -> None:
+        """A Running trainer as the API returned it, for the pod-cache memory
+        measure (finished pods leave the cache, so take one while it runs)."""
+        if self.sample_trainer is None and view is not None and is_trainer(view) and view.running:
+            self.sample_trainer = json.dumps(obj)
+
     def _tick(self, now: float, dt: float) -> None:
-        trainers: dict[str, list[dict[str, Any]]] = {}
-        for pod in self.pods.cache.list():
-            labels = pod["metadata"].get("labels", {})
-            if labels.get("dlk8s.io/replica-type") == "trainer":
-                trainers.setdefault(labels.get("dlk8s.io/job-name", ""), []).append(pod)
+        views = self._live_pods()
+        by_job: dict[str, list[PodView]] = {}
+        for view in views:
+            if view.job:
+                by_job.setdefault(view.job, []).append(view)
+        self._check(views, by_job)
         gpus = demand = active = 0
         for name, job in self.jobs.items():
-            mine = trainers.get(name, [])
-            running = [
-                p
-                for p in mine
-                if p["status"].get("phase") == "Running"
-                and not p["metadata"].get("deletionTimestamp")
-            ]
+            mine = by_job.get(name, [])
             per = job.spec["gpusPerTrainer"]
-            gpus += per * len(running)
+            running = sum(1 for v in mine if is_trainer(v) and v.running and not v.pod.terminating)
+            gpus += per * running
             if job.submitted is not None and job.done is None:
                 demand += per * job.spec["maxTrainers"]
                 active += 1
-                if running and job.first_running is None:
-                    job.first_running = now
-                job.max_trainers_seen = max(job.max_trainers_seen, len(running))
-                job.progress += len(running) * dt
-                if job.progress >= job.spec["work"]:
-                    job.done = now
+                self._progress(job, now, dt, running, mine, views)
             if job.done is not None:
                 self._finish(job, mine)
-            if job.succeeded is None and job.submitted is not None:
-                state = (self._job(name) or {}).get("status", {}).get("state")
-                if state == "Succeeded":
-                    job.succeeded = now
-                elif state == "Failed":
-                    raise RuntimeError(f"{name} failed: {self._job(name)}")
+            self._observe_job(name, job, now)
         self.samples.append((now, gpus, demand, active))
+        if demand >= self.capacity:
+            self.idle.update(idle_gpus(self.gpus, views, self._growable(by_job), dt))
+
+    def _growable(self, by_job: dict[str, list[PodView]]) -> list[int]:
+        """GPUs per trainer of each started job below its maxInstance."""
+        return [
+            job.spec["gpusPerTrainer"]
+            for name, job in self.jobs.items()
+            if job.first_running is not None
+            and job.done is None
+            and sum(1 for v in by_job.get(name, []) if is_trainer(v) and not v.pod.terminating)
+            < job.spec["maxTrainers"]
+        ]
+
+    def _progress(
+        self,
+        job: JobRun,
+        now: float,
+        dt: float,
+        running: int,
+        mine: list[PodView],
+        views: list[PodView],
+    ) -> None:
+        if running and job.first_running is None:
+            job.first_running = now
+        if job.first_running is None:
+            job.waiting[wait_cause(job.spec, mine, self.gpus, views, self.mins)] += dt
+        job.max_trainers_seen = max(job.max_trainers_seen, running)
+        job.progress += running * dt
+        if job.progress >= job.spec["work"]:
+            job.done = now
+
+    def _check(self, views: list[PodView], by_job: dict[str, list[PodView]]) -> None:
+        self.ticks += 1
+        for problem in overcommitted(self.allocatable, views):
+            self.overcommits[problem] += 1
+        for name, job in self.jobs.items():
+            if job.submitted is None or job.done is not None:
+                continue
+            trainers = [v for v in by_job.get(name, []) if is_trainer(v)]
+            for problem in out_of_bounds(job.spec, self._job(name), trainers):
+                self.out_of_bounds[problem] += 1
+
+    def _observe_job(self, name: str, job: JobRun, now: float) -> None:
+        """Record each trainer count written on the job, and check its state."""
+        obj = self._job(name)
+        if obj is None:
+            return
+        annotations = obj["metadata"].get("annotations") or {}
+        asked = annotations.get(TRAINERS_ANNOTATION)
+        if asked is not None and asked != job.asked:
+            old = int(job.asked) if job.asked and job.asked.isdigit() else None
+            reason = annotations.get(REASON_ANNOTATION, "").partition(": ")[2]
+            self.decisions.append(Decision(round(now, 1), name, old, int(asked), reason))
+            job.asked = asked
+        state = obj.get("status", {}).get("state")
+        if job.succeeded is None and state == "Succeeded":
+            job.succeeded = now
+        elif state == "Failed":
+            raise RuntimeError(f"{name} failed: {obj}")
 
     def _job(self, name: str) -> dict[str, Any] | None:
         found: dict[str, Any] | None = self.paddlejobs.cache.get_by_key(f"{NAMESPACE}/{name}")
         return found
 
-    def _finish(self, job: JobRun, pods: list[dict[str, Any]]) -> None:
+    def _finish(self, job: JobRun, mine: list[PodView]) -> None:
         """The work is done: every trainer (and any that starts late) exits 0."""
-        for pod in pods:
-            meta = pod["metadata"]
-            key = f"{meta['name']}/{meta['uid']}"
-            if key in job.finished_pods or meta.get("deletionTimestamp"):
+        for view in mine:
+            key = f"{view.pod.name}/{view.uid}"
+            if not is_trainer(view) or view.pod.terminating or key in job.finished_pods:
                 continue
             job.finished_pods.add(key)
-            patch = {"metadata": {"uid": meta["uid"], "annotations": {EXIT_CODE_ANNOTATION: "0"}}}
-            self.pool.submit(self._patch, meta["name"], patch)
+            patch = {"metadata": {"uid": view.uid, "annotations": {EXIT_CODE_ANNOTATION: "0"}}}
+            self.pool.submit(self._patch, view.pod.name, patch)
 
     def _create(self, obj: dict[str, Any]) -> None:
         try:
@@ -253,14 +585,16 @@ class Driver:
 
     def stop(self) -> None:
         for informer in (self.pods, self.paddlejobs):
-            informer._stop_event.set()
+            informer.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
 
 # --- one mode -------------------------------------------------------------------------------
 
 
-def run_mode(mode: str, trace: dict[str, Any], scale: float, limit: float) -> dict[str, Any]:
+def run_mode(
+    mode: str, trace: dict[str, Any], scale: float, limit: float, raw: Path, memory: bool
+) -> dict[str, Any]:
     spec = trace["cluster"]
     nodes = [
         NodeSpec(
@@ -286,18 +620,17 @@ def run_mode(mode: str, trace: dict[str, Any], scale: float, limit: float) -> di
         replay = time.monotonic() - replay_began
         peak_rss = _peak_rss(operator.pid)
         metrics = operator.metrics()
-        memory = _pod_cache_memory(driver) if mode == "autoscaler" else None
         result = summarize(mode, driver, replay, peak_rss, metrics)
-        result["podCacheMemory"] = memory
+        result["podCacheMemory"] = _pod_cache_memory(driver) if memory else None
         return result
     finally:
         if driver is not None:
             driver.stop()
         if operator is not None:
             operator.stop()
-            RAW.mkdir(parents=True, exist_ok=True)
+            raw.mkdir(parents=True, exist_ok=True)
             if operator.log_path.exists():
-                shutil.copy(operator.log_path, RAW / f"operator-{mode}.log")
+                shutil.copy(operator.log_path, raw / f"operator-{mode}.log")
         cluster.stop()
         print(f"  {mode}: done in {time.monotonic() - began:.0f}s", flush=True)
 
@@ -325,10 +658,9 @@ def _pod_cache_memory(driver: Driver, count: int = 10_000) -> dict[str, Any] | N
     """Bytes per cached pod: the whole object (what a plain informer keeps)
     against the planner's record (what the autoscaler's cache keeps), for
     copies of a real trainer pod from this run."""
-    sample = next(iter(driver.pods.cache.list()), None)
-    if sample is None:
+    text = driver.sample_trainer
+    if text is None:
         return None
-    text = json.dumps(sample)
 
     def measure(keep: Any) -> int:
         tracemalloc.start()
@@ -361,19 +693,7 @@ def _pod_cache_memory(driver: Driver, count: int = 10_000) -> dict[str, Any] | N
 def summarize(
     mode: str, driver: Driver, replay: float, peak_rss: int | None, metrics: str
 ) -> dict[str, Any]:
-    jobs = []
-    for name, job in driver.jobs.items():
-        sub = job.submitted
-        jobs.append(
-            {
-                "name": name,
-                "arrival": job.spec["arrival"],
-                "wait": _minus(job.first_running, sub),
-                "completion": _minus(job.done, sub),
-                "succeededAfter": _minus(job.succeeded, sub),
-                "maxTrainersSeen": job.max_trainers_seen,
-            }
-        )
+    jobs = [_job_result(name, job, driver.decisions) for name, job in driver.jobs.items()]
     samples = driver.samples
     cap = driver.capacity
     end = max((j.done for j in driver.jobs.values() if j.done is not None), default=0.0)
@@ -382,6 +702,9 @@ def summarize(
     waits = [j["wait"] for j in jobs if j["wait"] is not None]
     jcts = [j["completion"] for j in jobs if j["completion"] is not None]
     changes = _metric(metrics, "dlk8s_autoscaler_changes_total")
+    causes: Counter[str] = Counter()
+    for job in driver.jobs.values():
+        causes.update(job.waiting)
     return {
         "mode": mode,
         "replayWallSeconds": round(replay, 1),
@@ -395,11 +718,48 @@ def summarize(
         "meanCompletion": round(statistics.mean(jcts), 1) if jcts else None,
         "medianCompletion": round(statistics.median(jcts), 1) if jcts else None,
         "jobsCompleted": len(jcts),
+        "waitCauses": {c: round(causes[c], 1) for c in WAIT_CAUSES if causes[c]},
+        "idleWhileSaturated": {
+            c: round(driver.idle[c] / cap / saturated[1], 4) if saturated[1] else 0.0
+            for c in IDLE_CAUSES
+        },
+        "checks": {
+            "ticks": driver.ticks,
+            "overcommitted": _worst(driver.overcommits),
+            "outOfBounds": _worst(driver.out_of_bounds),
+        },
         "operatorPeakRssMiB": round(peak_rss / 2**20, 1) if peak_rss else None,
         "autoscalerChanges": {k.strip("{}"): int(v) for k, v in changes.items()},
+        "decisions": [[d.t, d.job, d.old, d.new, d.reason] for d in driver.decisions],
         "jobs": jobs,
         "series": [[round(t, 1), g, d, a] for t, g, d, a in _thin(samples, 2.0)],
     }
+
+
+def _worst(problems: Counter[str], keep: int = 10) -> dict[str, int]:
+    """The problems seen, with how many ticks each was seen on (the most first)."""
+    return dict(problems.most_common(keep))
+
+
+def _job_result(name: str, job: JobRun, decisions: Sequence[Decision]) -> dict[str, Any]:
+    sub = job.submitted
+    result = {
+        "name": name,
+        "arrival": job.spec["arrival"],
+        "wait": _minus(job.first_running, sub),
+        "completion": _minus(job.done, sub),
+        "succeededAfter": _minus(job.succeeded, sub),
+        "maxTrainersSeen": job.max_trainers_seen,
+        "waitCauses": {c: round(v, 1) for c, v in job.waiting.items() if v >= 0.05},
+    }
+    if sub is not None and job.first_running is not None:
+        during = [d for d in decisions if sub <= d.t <= job.first_running and d.job != name]
+        result["othersDuringWait"] = {
+            "up": sum(1 for d in during if d.old is not None and d.new > d.old),
+            "down": sum(1 for d in during if d.old is not None and d.new < d.old),
+            "downForIt": sum(1 for d in during if f"/{name}" in d.reason),
+        }
+    return result
 
 
 def _minus(a: float | None, b: float | None) -> float | None:
@@ -431,105 +791,223 @@ def _thin(samples: list[Any], step: float) -> list[Any]:
 
 
 def compact_json(value: Any) -> str:
-    """Indented JSON with innermost lists of numbers on one line."""
+    """Indented JSON with innermost lists of numbers and strings on one line."""
     text = json.dumps(value, indent=1)
     flat = re.sub(
-        r"\[\s+([-0-9.eE,\s]+?)\s+\]",
-        lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]",
+        r"\[\s+((?:-?[0-9.eE]+|null|\"[^\"\n]*\")(?:,\s+(?:-?[0-9.eE]+|null|\"[^\"\n]*\"))*)\s+\]",
+        lambda m: "[" + ", ".join(x.strip() for x in re.split(r",\s*\n\s*", m.group(1))) + "]",
         text,
     )
     return flat + "\n"
 
 
-def markdown(results: dict[str, Any]) -> str:
-    runs = results["runs"]
+# --- the report ------------------------------------------------------------------------------
+
+TARGETS = {"waitRatio": 0.5, "maxWaitRatio": 0.5, "saturated": 0.95}
+
+
+def acceptance(auto: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
+    """The issue's figures for one trace: ratios to static, and whether each is met."""
+    mean = auto["meanWait"] / static["meanWait"] if static["meanWait"] else None
+    worst = auto["maxWait"] / static["maxWait"] if static["maxWait"] else None
+    checks = auto["checks"]
+    return {
+        "meanWaitRatio": mean,
+        "maxWaitRatio": worst,
+        "met": {
+            "mean wait <= 0.5 of static": mean is not None and mean <= TARGETS["waitRatio"],
+            "max wait <= 0.5 of static's": worst is not None and worst <= TARGETS["maxWaitRatio"],
+            "GPU use while demand >= capacity >= 95 %": auto["gpuUtilizationSaturated"]
+            >= TARGETS["saturated"],
+            "no node overcommitted": not checks["overcommitted"],
+            "every job within [min, max]": not checks["outOfBounds"],
+            "every job completed": auto["jobsCompleted"] == static["jobsCompleted"],
+        },
+    }
+
+
+ROWS: tuple[tuple[str, str, str], ...] = (
+    ("GPU use while demand >= capacity", "gpuUtilizationSaturated", "%"),
+    ("  (trace seconds of that window)", "saturatedSeconds", ""),
+    ("GPU use, whole run", "gpuUtilization", "%"),
+    ("mean wait (submission -> first trainer Running)", "meanWait", ""),
+    ("median wait", "medianWait", ""),
+    ("max wait", "maxWait", ""),
+    ("mean completion (submission -> work done)", "meanCompletion", ""),
+    ("makespan (last job done)", "makespan", ""),
+    ("jobs completed", "jobsCompleted", ""),
+    ("overcommitted node (ticks seen)", "overcommitted", "check"),
+    ("job outside [min, max] (ticks seen)", "outOfBounds", "check"),
+    ("operator peak RSS (MiB)", "operatorPeakRssMiB", ""),
+    ("replay wall time (s)", "replayWallSeconds", ""),
+)
+
+
+def _cell(run: dict[str, Any] | None, key: str, unit: str) -> str:
+    if run is None:
+        return "-"
+    if unit == "check":
+        found = run["checks"][key]
+        return f"none in {run['checks']['ticks']} ticks" if not found else f"{sum(found.values())}"
+    value = run.get(key)
+    if value is None:
+        return "-"
+    return f"{100 * value:.1f} %" if unit == "%" else str(value)
+
+
+def trace_markdown(name: str, result: dict[str, Any]) -> list[str]:
+    runs = result["runs"]
     auto, static = runs.get("autoscaler"), runs.get("static")
     lines = [
-        "# Elastic PaddleJobs: the autoscaler against static minInstance",
+        f"## {name}: {TRACES[name].title if name in TRACES else ''}",
         "",
-        f"Trace: {results['trace']['jobs']} jobs ({results['trace']['generator']}), "
-        f"{results['trace']['cluster']}; one trace second = {results['scale']} s wall. "
-        "Times below are trace seconds.",
+        f"{result['trace']['jobs']} jobs ({result['trace']['generator']}), "
+        f"{result['trace']['cluster']}; {_offered_load(name):.2f} x the cluster's "
+        "GPU-seconds offered while the jobs arrive; "
+        f"one trace second = {result['scale']} s wall; "
+        f"this trace's two replays took {result['wallSeconds']:.0f} s. "
+        "Times are trace seconds.",
         "",
         "| | autoscaler | static (minInstance) |",
         "|---|---|---|",
     ]
-    rows = [
-        ("GPU utilization while demand >= capacity", "gpuUtilizationSaturated", "%"),
-        ("  (seconds of that window)", "saturatedSeconds", ""),
-        ("GPU utilization, whole run", "gpuUtilization", "%"),
-        ("mean wait (submission -> first trainer Running)", "meanWait", ""),
-        ("median / max wait", None, ""),
-        ("mean wait without the run's longest one", "meanWaitTrimmed", ""),
-        ("mean completion (submission -> work done)", "meanCompletion", ""),
-        ("makespan (last job done)", "makespan", ""),
-        ("jobs completed", "jobsCompleted", ""),
-        ("operator peak RSS (MiB)", "operatorPeakRssMiB", ""),
-        ("replay wall time (s)", "replayWallSeconds", ""),
-    ]
-
-    def cell(run: dict[str, Any] | None, key: str | None, unit: str) -> str:
-        if run is None:
-            return "-"
-        if key is None:
-            return f"{run['medianWait']} / {run['maxWait']}"
-        if key == "meanWaitTrimmed":
-            waits = sorted(j["wait"] for j in run["jobs"] if j["wait"] is not None)
-            return f"{statistics.mean(waits[:-1]):.1f}" if len(waits) > 1 else "-"
-        value = run.get(key)
-        if value is None:
-            return "-"
-        return f"{100 * value:.1f} %" if unit == "%" else str(value)
-
-    for label, key, unit in rows:
-        lines.append(f"| {label} | {cell(auto, key, unit)} | {cell(static, key, unit)} |")
-    if auto and static and auto["meanWait"] is not None and static["meanWait"]:
-        ratio = auto["meanWait"] / static["meanWait"]
-        lines += ["", f"Mean wait, autoscaler / static: {ratio:.2f}."]
+    lines += [f"| {label} | {_cell(auto, k, u)} | {_cell(static, k, u)} |" for label, k, u in ROWS]
+    lines += ["", *_acceptance_lines(auto, static), "", *_cause_lines(auto, static)]
+    lines += ["", *_idle_lines(auto, static)]
+    for run in (auto, static):
+        lines += _problem_lines(run)
     if auto and auto.get("autoscalerChanges"):
-        lines.append(f"Autoscaler changes: {auto['autoscalerChanges']}.")
-    memory = (auto or {}).get("podCacheMemory")
-    if memory:
-        lines += [
-            "",
-            "Watching every pod: the autoscaler's cache keeps a planner record per pod instead "
-            f"of the object. For {memory['pods']} copies of a trainer pod from this run "
-            f"({memory['podJsonBytes']} bytes of JSON): {memory['fullObjectBytesPerPod']} bytes "
-            f"per pod as a dict ({memory['fullMiBPer10kPods']} MiB), "
-            f"{memory['plannerRecordBytesPerPod']} bytes as a record "
-            f"({memory['plannerMiBPer10kPods']} MiB).",
-        ]
-    lines += [
+        lines += ["", f"Autoscaler changes: {auto['autoscalerChanges']}."]
+    lines += ["", f"![{name}](elastic-{name}.png)", ""]
+    return lines
+
+
+def _offered_load(name: str) -> float:
+    """The jobs' GPU-seconds over the cluster's, from the first arrival to the last."""
+    trace = json.loads(TRACES[name].path.read_text())
+    jobs, cluster = trace["jobs"], trace["cluster"]
+    work = sum(j["work"] * j["gpusPerTrainer"] for j in jobs)
+    span = max(j["arrival"] for j in jobs) - min(j["arrival"] for j in jobs)
+    return work / (cluster["nodes"] * cluster["gpusPerNode"] * span) if span else math.inf
+
+
+def _acceptance_lines(auto: dict[str, Any] | None, static: dict[str, Any] | None) -> list[str]:
+    if not (auto and static):
+        return ["(one mode only: no comparison)"]
+    verdict = acceptance(auto, static)
+    ratios = (
+        f"Autoscaler / static: mean wait {verdict['meanWaitRatio']:.2f}, "
+        f"max wait {verdict['maxWaitRatio']:.2f}."
+    )
+    met = ", ".join(f"{k}: {'yes' if ok else '**no**'}" for k, ok in verdict["met"].items())
+    return [ratios, f"Acceptance: {met}."]
+
+
+def _cause_lines(auto: dict[str, Any] | None, static: dict[str, Any] | None) -> list[str]:
+    lines = [
+        "Where the waiting went (trace seconds summed over jobs, each tick of a",
+        "waiting job named by the first of these that holds):",
         "",
-        "Reading it: the operator, scheduler and kwok react in wall time, so at 0.1 s per",
-        "trace second each reaction counts ten times more than on a real cluster. A newcomer",
-        "under the autoscaler waits for others to give back trainers first (one more round",
-        "trip), which is why its median wait can exceed the static run's, whose mean is made",
-        "of a few long queues instead. What keeps utilization under 100 % while demand exceeds",
-        "capacity is that reaction time, and fragmentation: kube-scheduler's default",
-        "LeastAllocated score spreads trainers, so a 4-GPU trainer may find no node with 4",
-        "free GPUs while the cluster has more than 4 free (the autoscaler predicts that and",
-        "gives the room to smaller trainers, when there are any).",
-        f"\nTotal wall time of `make bench-elastic`: {results['wallSeconds']:.0f} s.",
+        "| cause | autoscaler | static |",
+        "|---|---|---|",
     ]
+    for cause, meaning in WAIT_CAUSES.items():
+        a = (auto or {}).get("waitCauses", {}).get(cause, 0)
+        s = (static or {}).get("waitCauses", {}).get(cause, 0)
+        lines.append(f"| {cause}: {meaning} | {a} | {s} |")
+    return lines
+
+
+def _idle_lines(auto: dict[str, Any] | None, static: dict[str, Any] | None) -> list[str]:
+    lines = [
+        "GPUs running no trainer while demand >= capacity (share of capacity x that window):",
+        "",
+        "| cause | autoscaler | static |",
+        "|---|---|---|",
+    ]
+    for cause, meaning in IDLE_CAUSES.items():
+        cells = [
+            f"{100 * run['idleWhileSaturated'][cause]:.1f} %"
+            if run and "idleWhileSaturated" in run
+            else "-"
+            for run in (auto, static)
+        ]
+        lines.append(f"| {cause}: {meaning} | {cells[0]} | {cells[1]} |")
+    return lines
+
+
+def _problem_lines(run: dict[str, Any] | None) -> list[str]:
+    if run is None:
+        return []
+    found = {**run["checks"]["overcommitted"], **run["checks"]["outOfBounds"]}
+    return [f"- {run['mode']}: {problem} ({n} ticks)" for problem, n in found.items()]
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = [
+        "# Elastic PaddleJobs: the autoscaler against static minInstance",
+        "",
+        "`make bench-elastic` (bench/elastic.py) replays each trace twice on 8 kwok nodes",
+        "x 8 GPUs: with the autoscaler, and with every job at minInstance. Every figure",
+        "of a trace comes from one run of each mode.",
+        f"Wall time of the last run of every trace: {results.get('fullRunWallSeconds') or 0:.0f} s"
+        f" (of the run that last wrote this file: {results['wallSeconds']:.0f} s).",
+        "",
+    ]
+    for name, result in results["traces"].items():
+        lines += trace_markdown(name, result)
+    memory = _memory_line(results)
+    if memory:
+        lines += [memory, ""]
+    lines += READING
     return "\n".join(lines) + "\n"
 
 
-def plot(results: dict[str, Any], path: Path) -> None:
+def _memory_line(results: dict[str, Any]) -> str | None:
+    for result in results["traces"].values():
+        memory = (result["runs"].get("autoscaler") or {}).get("podCacheMemory")
+        if memory:
+            return (
+                "Watching every pod: the autoscaler's cache keeps a planner record per pod "
+                f"instead of the object. For {memory['pods']} copies of a trainer pod "
+                f"({memory['podJsonBytes']} bytes of JSON): {memory['fullObjectBytesPerPod']} "
+                f"bytes per pod as a dict ({memory['fullMiBPer10kPods']} MiB), "
+                f"{memory['plannerRecordBytesPerPod']} bytes as a record "
+                f"({memory['plannerMiBPer10kPods']} MiB)."
+            )
+    return None
+
+
+READING = [
+    "Reading it. The operator, kube-scheduler and kwok react in wall time, so each",
+    "reaction counts 1/scale times more in trace time than on a real cluster (the",
+    "autoscaler's pass alone waits 0.5 s for events to settle). Under the autoscaler",
+    "a newcomer waits for others to give back trainers (the pass, the patch, the",
+    "deletion, the scheduler's retry): short waits, rarely zero. Static allocation",
+    "starts jobs at once until the cluster is full at everyone's minimum, then",
+    "queues them. Under overload (jobs offering more GPU-seconds than the cluster",
+    "has while they arrive) every running job ends up at its minimum ('full at",
+    "minimums'): nothing is left to give back, and which waiting job starts when",
+    "another finishes is kube-scheduler's choice. It binds pods in its own order",
+    "(a pod that failed often sits out a longer back-off), so a job of large",
+    "trainers can be passed by younger, smaller ones.",
+]
+
+
+def plot(name: str, result: dict[str, Any], capacity: int, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = results["runs"]
+    runs = result["runs"]
     fig, axes = plt.subplots(3, 1, figsize=(10, 11))
     colors = {"autoscaler": "tab:blue", "static": "tab:orange"}
     for mode, run in runs.items():
         series = run["series"]
-        cap = results["capacity"]
         axes[0].plot(
             [s[0] for s in series],
-            [100 * s[1] / cap for s in series],
+            [100 * s[1] / capacity for s in series],
             label=f"{mode}: {100 * run['gpuUtilizationSaturated']:.1f} % while saturated",
             color=colors[mode],
             linewidth=1,
@@ -538,7 +1016,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     axes[0].set_xlabel("trace seconds")
     axes[0].set_ylim(0, 105)
     axes[0].legend(loc="lower right")
-    axes[0].set_title("GPU utilization over time")
+    axes[0].set_title(f"{name}: GPU utilization over time")
     width = 0.4
     for offset, (mode, run) in zip((-width / 2, width / 2), runs.items(), strict=False):
         jobs = run["jobs"]
@@ -557,50 +1035,37 @@ def plot(results: dict[str, Any], path: Path) -> None:
     for ax in axes[1:]:
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
+
+
+def write_report(results: dict[str, Any]) -> str:
+    for name, result in results["traces"].items():
+        if result["runs"]:
+            plot(name, result, result["capacity"], RESULTS / f"elastic-{name}.png")
+    RESULTS_JSON.write_text(compact_json(results))
+    table = markdown(results)
+    (RESULTS / "elastic.md").write_text(table)
+    return table
 
 
 # --- main -------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command")
-    gen = sub.add_parser("generate", help="write a new trace to bench/elastic-trace.json")
-    gen.add_argument("--seed", type=int, default=2026)
-    gen.add_argument("--jobs", type=int, default=36)
-    gen.add_argument("--gap", type=float, default=60.0, help="mean seconds between arrivals")
-    sub.add_parser("report", help="rewrite elastic.md and elastic.png from elastic.json")
-    run = sub.add_parser("run", help="replay the trace (the default)")
-    run.add_argument("--scale", type=float, default=0.1, help="wall seconds per trace second")
-    run.add_argument("--only", choices=["autoscaler", "static"])
-    run.add_argument("--limit", type=float, default=720, help="wall seconds per replay at most")
-    args = parser.parse_args(argv)
-    if args.command == "generate":
-        TRACE.write_text(json.dumps(generate(args.seed, args.jobs, args.gap), indent=1) + "\n")
-        print(f"wrote {TRACE}")
-        return 0
-    if args.command == "report":
-        results = json.loads((RESULTS / "elastic.json").read_text())
-        (RESULTS / "elastic.json").write_text(compact_json(results))
-        plot(results, RESULTS / "elastic.png")
-        (RESULTS / "elastic.md").write_text(markdown(results))
-        print(markdown(results))
-        return 0
-    if args.command is None:
-        args = parser.parse_args(["run", *(argv or sys.argv[1:])])
+def run_trace(name: str, args: argparse.Namespace, first: bool) -> dict[str, Any]:
     began = time.monotonic()
-    trace = json.loads(TRACE.read_text())
+    trace = json.loads(TRACES[name].path.read_text())
     modes = [args.only] if args.only else ["autoscaler", "static"]
     runs = {}
     for mode in modes:
-        print(f"== {mode}: {len(trace['jobs'])} jobs", flush=True)
-        runs[mode] = run_mode(mode, trace, args.scale, args.limit)
+        print(f"== {name} / {mode}: {len(trace['jobs'])} jobs", flush=True)
+        memory = first and mode == "autoscaler"
+        runs[mode] = run_mode(mode, trace, args.scale, args.limit, RAW / name, memory)
     cluster = trace["cluster"]
-    results = {
+    result = {
         "trace": {
             "jobs": len(trace["jobs"]),
+            "file": TRACES[name].path.name,
             "generator": trace["generator"],
             "cluster": f"{cluster['nodes']} kwok nodes x {cluster['gpusPerNode']} GPUs, "
             f"{cluster['cpuPerNode']} CPU, {cluster['memoryPerNode']}",
@@ -610,16 +1075,68 @@ def main(argv: list[str] | None = None) -> int:
         "wallSeconds": round(time.monotonic() - began, 1),
         "runs": runs,
     }
+    (RAW / name).mkdir(parents=True, exist_ok=True)
+    (RAW / name / "elastic-full.json").write_text(json.dumps(result) + "\n")
+    for run in runs.values():  # the committed copy keeps one sample per 5 s
+        run["series"] = _thin(run["series"], 5.0)
+    return result
+
+
+def run(args: argparse.Namespace) -> int:
+    began = time.monotonic()
+    names = args.trace or list(TRACES)
+    previous = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
+    traces = {n: r for n, r in previous.get("traces", {}).items() if n in TRACES}
+    for i, name in enumerate(names):
+        traces[name] = run_trace(name, args, first=i == 0)
+    ordered = {n: traces[n] for n in TRACES if n in traces}
+    wall = round(time.monotonic() - began, 1)
+    every = set(names) == set(TRACES) and not args.only
+    results = {
+        "wallSeconds": wall,
+        # The last run of every trace in both modes: what `make bench-elastic` costs.
+        "fullRunWallSeconds": wall if every else previous.get("fullRunWallSeconds"),
+        "traces": ordered,
+    }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    RAW.mkdir(parents=True, exist_ok=True)
-    (RAW / "elastic-full.json").write_text(json.dumps(results) + "\n")
-    for run_result in runs.values():  # the committed copy keeps one sample per 5 s
-        run_result["series"] = _thin(run_result["series"], 5.0)
-    plot(results, RESULTS / "elastic.png")
-    (RESULTS / "elastic.json").write_text(compact_json(results))
-    table = markdown(results)
-    (RESULTS / "elastic.md").write_text(table)
-    print(table)
+    print(write_report(results))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command")
+    gen = sub.add_parser("generate", help="write the traces (or one custom trace with --out)")
+    gen.add_argument("--seed", type=int, default=2026)
+    gen.add_argument("--jobs", type=int, default=36)
+    gen.add_argument("--gap", type=float, default=60.0, help="mean seconds between arrivals")
+    gen.add_argument("--burst", type=float, default=0.0, help="share of jobs within one minute")
+    gen.add_argument("--out", type=Path, help="a custom trace's file (default: every preset)")
+    sub.add_parser("report", help="rewrite elastic.md and the plots from elastic.json")
+    replay = sub.add_parser("run", help="replay the traces (the default)")
+    replay.add_argument("--trace", action="append", choices=list(TRACES), help="repeatable")
+    replay.add_argument("--scale", type=float, default=DEFAULT_SCALE, help="wall s per trace s")
+    replay.add_argument("--only", choices=["autoscaler", "static"])
+    replay.add_argument("--limit", type=float, default=600, help="wall seconds per replay at most")
+    args = parser.parse_args(argv)
+    if args.command == "generate":
+        return write_traces(args)
+    if args.command == "report":
+        print(write_report(json.loads(RESULTS_JSON.read_text())))
+        return 0
+    if args.command is None:
+        args = parser.parse_args(["run", *(argv or sys.argv[1:])])
+    return run(args)
+
+
+def write_traces(args: argparse.Namespace) -> int:
+    if args.out:
+        wanted = [(args.out, generate(args.seed, args.jobs, args.gap, args.burst))]
+    else:
+        wanted = [(t.path, generate(t.seed, t.jobs, t.gap, t.burst)) for t in TRACES.values()]
+    for path, trace in wanted:
+        path.write_text(json.dumps(trace, indent=1) + "\n")
+        print(f"wrote {path}")
     return 0
 
 

@@ -6,37 +6,57 @@ PaddleJobs) and returns new trainer counts. The I/O side
 (autoscaler.loop) feeds it from watches and writes each change to the
 job's annotation dlk8s.io/trainers, which the reconciler applies.
 
-What it does, in order, on a simulated copy of the cluster:
+What it does, in order, on a simulated copy of the cluster. Admission
+comes before growth: a job that waits for room starts at its minimum as
+soon as others can make it, and nothing grows while it waits.
 
 1. Accounting. A node's free room is its allocatable CPU, memory and GPUs
    minus the requests of the pods bound to it. Pods on their way out
    (terminating, or trainers above the count their job now asks for) count
-   as gone; trainers a job asks for but that do not exist yet are reserved
-   on the node the scheduler would pick. A job still in its last change
-   (such pods exist) is left alone this pass.
-2. Pending pods: every pod not bound to a node, grouped by job, oldest
-   first, is placed on the simulated nodes (per-node fit of CPU, memory and
-   GPUs, the node selector and NoSchedule/NoExecute taints), so growing never
-   takes the room they need. A group that does not fit makes the most
-   fulfilled elastic jobs shrink, one trainer at a time, until it fits; if
-   it cannot fit even then, nothing is shrunk for it. Shrinks that turn out
-   not to be needed are undone. An elastic job's own extra trainer (index
-   >= minInstance) that cannot be placed shrinks that job instead.
-3. The max-load bound: while the cluster's requested CPU or memory is above
+   as gone. A job still in its last change (such pods exist, or trainers it
+   asks for do not exist yet) does not grow this pass.
+2. Admission. Every pod not bound to a node, and every minimum trainer of
+   an elastic job about to start that is not created yet, grouped by job,
+   oldest first, is placed on the simulated nodes whole (per-node fit of
+   CPU, memory and GPUs, the node selector and NoSchedule/NoExecute
+   taints). A group that does not fit makes the most fulfilled elastic jobs
+   give back their highest trainer, one at a time and never below their
+   minimum, until it fits; shrinks that turn out not to be needed are
+   undone. A group that cannot fit even then is passed over: nothing is
+   shrunk for it, the groups behind it still get their turn, and it is
+   reported (Plan.unplaceable).
+3. The passed over. Pods of a group passed over in step 2 that fit the room
+   left now keep it, oldest group first, without shrinking anyone: the
+   scheduler binds them one by one as room appears (a fault-tolerant job
+   starts with fewer trainers than its minimum), and a hole that a large
+   trainer fits is rare once growth has filled it with small ones.
+4. Growth under way. Trainers above a job's minimum that have no node yet
+   (grown on an earlier pass: pending, or not created) get what room is
+   left; one that finds none is given back.
+5. The max-load bound: while the cluster's requested CPU or memory is above
    max_load (EDL's 0.97) of its allocatable, the most fulfilled job shrinks.
-4. Growth: the least fulfilled running job gets one more trainer if some node
-   fits it and CPU and memory stay within max_load; repeated until no job can
-   grow. GPUs are bounded only by what nodes have, as in EDL: an idle GPU is
-   pure waste, while CPU and memory headroom serves everything else.
+6. Growth, only if no pod given room in step 2 or 3 still waits to be bound
+   (a new trainer is tried by the scheduler at once, while pods that failed
+   before wait out their back-off: it could take their node). Only pods of
+   the operator's jobs hold growth back; other pending pods may wait for
+   what the plan does not model (volumes, affinity). The least fulfilled
+   running job gets one more trainer if some node fits it and CPU and
+   memory stay within max_load; repeated until no job can grow. GPUs are
+   bounded only by what nodes have, as in EDL: an idle GPU is pure waste,
+   while CPU and memory headroom serves everything else.
 
-Fulfillment is (trainers - min) / (max - min); ties go to the cheaper job
-(GPUs, CPU, memory per trainer), then the older one. Counts never leave
+A job some of whose trainers have exited 0 is finishing (the master's task
+queue is empty) and is left alone: job_from_manifest skips it.
+
+Fulfillment is (trainers - min) / (max - min); on a tie growth goes to the
+cheaper job (GPUs, CPU, memory per trainer), then the older one, and
+shrinking takes from the dearer, then the younger one. Counts never leave
 [minInstance, maxInstance]; jobs with minInstance = maxInstance are not
 elastic and never touched; pservers never scale. The simulated scheduler
 picks, among the nodes that fit, the one with the most free CPU and memory
 (kube-scheduler's default LeastAllocated score), so the plan predicts where
 pods land; when it is wrong anyway, a trainer left Pending is given back on
-the next pass (step 2).
+the next pass (step 4).
 """
 
 from __future__ import annotations
@@ -49,7 +69,9 @@ from typing import Any, Final
 from dlk8s.job.api import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
+    State,
     as_dict,
+    as_int,
     as_list,
     as_str,
     dig,
@@ -251,7 +273,8 @@ def pod_from_manifest(obj: object) -> Pod | None:
 
 def job_from_manifest(obj: object) -> ElasticJob | None:
     """An elastic PaddleJob the autoscaler may move; None for anything else
-    (not elastic, unusable spec, finished, suspended or being deleted)."""
+    (not elastic, unusable spec, finished or finishing, suspended or being
+    deleted)."""
     if dig(obj, "kind") != KIND or not is_elastic(obj):
         return None
     meta = as_dict(dig(obj, "metadata"))
@@ -259,6 +282,7 @@ def job_from_manifest(obj: object) -> ElasticJob | None:
     if (
         meta.get("deletionTimestamp") is not None
         or status.get("state") in ("Succeeded", "Failed")
+        or _finishing(status)
         or dig(obj, "spec", "runPolicy", "suspend") is True
         or dig(obj, "spec", "faultTolerant") is not True
     ):
@@ -278,6 +302,17 @@ def job_from_manifest(obj: object) -> ElasticJob | None:
         running=status.get("state") == "Running" and status.get("phase") == "Running",
         created=as_str(meta.get("creationTimestamp")),
     )
+
+
+def _finishing(status: Mapping[str, Any]) -> bool:
+    """Some trainer has exited 0: the master's task queue is empty and the
+    job is ending. Scaling it now would cut trainers short or add ones with
+    nothing to do, and its finished trainers (gone from the pods the plan
+    sees) are not trainers waiting for room."""
+    for entry in as_list(status.get("replicaStatuses")):
+        if isinstance(entry, dict) and entry.get("replicaType") == TRAINER:
+            return as_int(as_dict(entry.get("replicasStates")).get(State.SUCCEEDED), 0) > 0
+    return False
 
 
 # --- the simulation ---------------------------------------------------------------------
@@ -443,6 +478,16 @@ def _cheapness(job: ElasticJob) -> tuple[int, int, int, str, str]:
 # --- the plan ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Growing:
+    """A trainer the job asked for above its minimum that has no node yet:
+    growth decided on an earlier pass (its pod pending, or not created)."""
+
+    state: _JobState
+    index: int
+    pod: Pod | None  # None: not created yet
+
+
 def plan(
     nodes: Iterable[Node],
     pods: Iterable[Pod],
@@ -453,48 +498,24 @@ def plan(
     elastic = {j.uid: j for j in jobs if j.min < j.max}
     sim = _Simulation(nodes, max_load)
     summary = _summary(sim, pods, len(elastic))
-
-    trainers: dict[str, dict[int, Pod]] = {uid: {} for uid in elastic}
-    unbound: list[Pod] = []
-    for pod in pods:
-        job = elastic.get(pod.owner_uid) if pod.role == _TRAINER_ROLE else None
-        if job is not None and pod.index >= 0:
-            trainers[job.uid][pod.index] = pod
-        leaving = pod.terminating or (job is not None and pod.index >= job.trainers)
-        if leaving:
-            continue
-        if pod.node:
-            if pod.node in sim.free:
-                sim.take(pod.node, pod.requests)
-        else:
-            unbound.append(pod)
-
-    for uid, job in elastic.items():
-        mine = trainers[uid]
-        missing = [i for i in range(job.trainers) if i not in mine]
-        frozen = bool(missing) or any(p.terminating or i >= job.trainers for i, p in mine.items())
-        slots: dict[int, str | None] = {
-            i: (p.node if p.node in sim.free else None)
-            for i, p in mine.items()
-            if p.node and not p.terminating and i < job.trainers
-        }
-        for index in missing:  # asked for and about to be created: keep their room
-            node = sim.best_node(job.trainer)
-            if node is not None:
-                sim.take(node, job.trainer)
-                slots[index] = node
-        sim.jobs[uid] = _JobState(job, job.trainers, slots, frozen)
-
-    unplaceable = _admit_pending(sim, unbound)
+    unbound = _account(sim, pods, elastic)
+    groups, growing = _pending(sim, unbound)
+    admitted, passed_over = _admit(sim, groups)
+    held = _hold_what_fits(sim, passed_over)
+    _place_growing(sim, growing)
     _respect_bound(sim)
-    _grow(sim)
-
+    # Admission before growth: while pods of a job given room above still
+    # wait for the scheduler, new trainers would race them for it (a new pod
+    # is tried at once, a pod that failed before waits out its back-off).
+    if not any(_is_job(g) for g in (*admitted, *held)):
+        _grow(sim)
     changes = tuple(
         Change(s.job.uid, s.job.key, s.job.trainers, s.target, s.reason)
         for s in sorted(sim.jobs.values(), key=lambda s: s.job.key)
         if s.target != s.job.trainers
     )
-    return Plan(changes, summary, tuple(unplaceable), dict(sim.free))
+    unplaceable = tuple(f"{g[0].namespace}/{g[0].name} (+{len(g) - 1})" for g in passed_over)
+    return Plan(changes, summary, unplaceable, dict(sim.free))
 
 
 def _summary(sim: _Simulation, pods: Sequence[Pod], elastic: int) -> ClusterSummary:
@@ -506,36 +527,134 @@ def _summary(sim: _Simulation, pods: Sequence[Pod], elastic: int) -> ClusterSumm
     return ClusterSummary(len(sim.nodes), sim.total, requested, pending, elastic)
 
 
+def _account(sim: _Simulation, pods: Sequence[Pod], elastic: Mapping[str, ElasticJob]) -> list[Pod]:
+    """Take the room of every bound pod that stays; record each elastic job's
+    trainers. Returns the pods still waiting for a node."""
+    trainers: dict[str, dict[int, Pod]] = {uid: {} for uid in elastic}
+    unbound: list[Pod] = []
+    for pod in pods:
+        job = elastic.get(pod.owner_uid) if pod.role == _TRAINER_ROLE else None
+        if job is not None and pod.index >= 0:
+            trainers[job.uid][pod.index] = pod
+        if pod.terminating or (job is not None and pod.index >= job.trainers):
+            continue  # on its way out: its room counts as free
+        if not pod.node:
+            unbound.append(pod)
+        elif pod.node in sim.free:
+            sim.take(pod.node, pod.requests)
+    for uid, job in elastic.items():
+        sim.jobs[uid] = _job_state(sim, job, trainers[uid])
+    return unbound
+
+
+def _job_state(sim: _Simulation, job: ElasticJob, mine: Mapping[int, Pod]) -> _JobState:
+    missing = any(i not in mine for i in range(job.trainers))
+    leaving = any(p.terminating or i >= job.trainers for i, p in mine.items())
+    slots: dict[int, str | None] = {
+        i: p.node
+        for i, p in mine.items()
+        if p.node in sim.free and not p.terminating and i < job.trainers
+    }
+    return _JobState(job, job.trainers, slots, frozen=missing or leaving)
+
+
+def _pending(sim: _Simulation, unbound: Sequence[Pod]) -> tuple[list[list[Pod]], list[_Growing]]:
+    """What waits for room: jobs to admit (each a group of pods placed whole,
+    oldest first) and trainers of running jobs above their minimum (growth)."""
+    groups: dict[str, list[Pod]] = {}
+    growing: list[_Growing] = []
+    waiting: set[tuple[str, int]] = set()  # (job uid, trainer index) of pending trainers
+    for pod in unbound:
+        state = sim.jobs.get(pod.owner_uid)
+        if state is not None and pod.role == _TRAINER_ROLE:
+            waiting.add((pod.owner_uid, pod.index))
+        if state is not None and pod.role == _TRAINER_ROLE and pod.index >= state.job.min:
+            growing.append(_Growing(state, pod.index, pod))
+        else:
+            groups.setdefault(_group_key(pod), []).append(pod)
+    for uid, state in sim.jobs.items():  # asked for, not created yet
+        for index in range(state.job.trainers):
+            if index in state.slots or (uid, index) in waiting:
+                continue
+            if index >= state.job.min:
+                growing.append(_Growing(state, index, None))
+            elif not state.job.running:
+                # A job about to start. (A running job's missing trainer has
+                # ended, or its pod is being recreated: pending, next pass.)
+                groups.setdefault(uid, []).append(_unborn_trainer(state.job, index))
+    ordered = sorted(groups.values(), key=lambda g: (min(p.created for p in g), g[0].key))
+    return ordered, sorted(growing, key=lambda g: (g.state.job.key, g.index))
+
+
+def _unborn_trainer(job: ElasticJob, index: int) -> Pod:
+    """A minimum trainer the operator is about to create, as a pending pod."""
+    namespace, _, name = job.key.partition("/")
+    return Pod(
+        namespace=namespace,
+        name=f"{name}-{_TRAINER_ROLE}-{index}",
+        node="",
+        requests=job.trainer,
+        owner_uid=job.uid,
+        role=_TRAINER_ROLE,
+        index=index,
+        created=job.created,
+    )
+
+
 def _group_key(pod: Pod) -> str:
     return pod.owner_uid or pod.key
 
 
-def _admit_pending(sim: _Simulation, unbound: Sequence[Pod]) -> list[str]:
-    groups: dict[str, list[Pod]] = {}
-    for pod in unbound:
-        groups.setdefault(_group_key(pod), []).append(pod)
-    ordered = sorted(groups.values(), key=lambda g: (min(p.created for p in g), g[0].key))
-    unplaceable = []
-    for group in ordered:
-        owner = sim.jobs.get(group[0].owner_uid)
-        extras = [p for p in group if owner is not None and _is_extra(owner, p)]
-        others = [p for p in group if p not in extras]
-        for pod in sorted(extras, key=lambda p: p.index):
-            if owner is None or pod.index >= owner.target:
-                continue
-            placed = sim.place_all([pod])
-            if placed is None:
-                why = f"trainer {pod.index} cannot be scheduled; giving it back"
-                sim.shrink_to(owner, pod.index, why)
-            else:
-                owner.slots[pod.index] = placed[0][0]
-        if others and not _make_room(sim, others):
-            unplaceable.append(f"{others[0].namespace}/{others[0].name} (+{len(others) - 1})")
-    return unplaceable
+def _is_job(group: Sequence[Pod]) -> bool:
+    """Pods of a job the operator runs (they carry a replica type). Other
+    pending pods get room made for them but do not hold growth back: they
+    may wait for things the planner does not model (volumes, affinity)."""
+    return any(p.role for p in group)
 
 
-def _is_extra(state: _JobState, pod: Pod) -> bool:
-    return pod.role == _TRAINER_ROLE and pod.index >= state.job.min
+def _admit(
+    sim: _Simulation, groups: Sequence[list[Pod]]
+) -> tuple[list[list[Pod]], list[list[Pod]]]:
+    """Place each pending group, oldest first, shrinking others if it must.
+    A group that cannot fit even then is passed over: nothing is shrunk for
+    it and the groups behind it still get their turn. Returns the groups
+    admitted and those passed over."""
+    admitted: list[list[Pod]] = []
+    passed_over: list[list[Pod]] = []
+    for group in groups:
+        (admitted if _make_room(sim, group) else passed_over).append(group)
+    return admitted, passed_over
+
+
+def _hold_what_fits(sim: _Simulation, passed_over: Sequence[list[Pod]]) -> list[list[Pod]]:
+    """The pods of passed-over groups that fit the room left now, oldest
+    group first, keep it from growth: the scheduler binds them one by one as
+    room appears (a fault-tolerant job starts with fewer trainers), and a
+    hole a large trainer fits is rare once growth has filled it with small
+    ones. Nothing is shrunk for them, and the groups behind them were
+    admitted first. Returns the groups that hold room."""
+    held: list[list[Pod]] = []
+    for group in passed_over:
+        largest_first = sorted(group, key=lambda p: (p.requests, p.name), reverse=True)
+        placed = [p for p in largest_first if sim.place_all([p]) is not None]
+        if placed:
+            held.append(placed)
+    return held
+
+
+def _place_growing(sim: _Simulation, growing: Sequence[_Growing]) -> None:
+    """Growth decided earlier gets what room the waiting jobs left; a
+    trainer that finds none is given back, with every one above it."""
+    for item in growing:
+        state = item.state
+        if item.index >= state.target:
+            continue  # given back already, with a lower one
+        placed = sim.place_all([item.pod or _unborn_trainer(state.job, item.index)])
+        if placed is not None:
+            state.slots[item.index] = placed[0][0]
+            continue
+        why = "cannot be scheduled" if item.pod else "finds no room"
+        sim.shrink_to(state, item.index, f"trainer {item.index} {why}; giving it back")
 
 
 def _make_room(sim: _Simulation, group: Sequence[Pod]) -> bool:
@@ -549,24 +668,46 @@ def _make_room(sim: _Simulation, group: Sequence[Pod]) -> bool:
     reason = f"making room for the pending pods of {group[0].namespace}/{_job_name(group)}"
     steps: list[tuple[_JobState, str | None]] = []
     while placed is None:
-        donors = [
-            s
-            for s in sim.jobs.values()
-            if not s.frozen
-            and s.target > s.job.min
-            and s.job.uid != owner
-            and _helps(s.job.trainer, need)
-        ]
-        if not donors:
+        donor = _most_fulfilled(sim, owner, need)
+        if donor is None:
             sim.restore(saved)
             return False
-        donor = max(donors, key=lambda s: (s.fulfillment, _cheapness(s.job)))
         steps.append((donor, sim.shrink(donor, reason)))
         placed = sim.place_all(group)
-    # Give back the trainers the group turns out not to need, last shrunk first.
-    # A job gives up its highest trainers only: once one of its trainers is
-    # kept shrunk, its earlier (lower) steps must stay shrunk as well.
     sim.unplace(placed)
+    _undo_unneeded(sim, group, steps, reason)
+    if sim.place_all(group) is None:  # cannot happen: only what still fits was kept
+        sim.restore(saved)
+        return False
+    for uid, (target, _, shrunk, old_reason) in saved[2].items():
+        state = sim.jobs[uid]
+        if state.target == target:
+            state.shrunk, state.reason = shrunk, old_reason
+    return True
+
+
+def _most_fulfilled(sim: _Simulation, owner: str, need: Resources) -> _JobState | None:
+    """The job to give back a trainer for a pending group: the most fulfilled
+    one above its minimum whose trainer frees something the group needs.
+    A job still applying its last change counts too: it is no less fulfilled
+    for it, and its leaving pods are already counted as gone."""
+    donors = [
+        s
+        for s in sim.jobs.values()
+        if s.target > s.job.min and s.job.uid != owner and _helps(s.job.trainer, need)
+    ]
+    return max(donors, key=lambda s: (s.fulfillment, _cheapness(s.job)), default=None)
+
+
+def _undo_unneeded(
+    sim: _Simulation,
+    group: Sequence[Pod],
+    steps: Sequence[tuple[_JobState, str | None]],
+    reason: str,
+) -> None:
+    """Give back the trainers the group turns out not to need, last shrunk
+    first. A job gives up its highest trainers only: once one of its
+    trainers is kept shrunk, its earlier (lower) steps must stay shrunk too."""
     kept: set[str] = set()
     for donor, node in reversed(steps):
         if donor.job.uid in kept:
@@ -578,14 +719,6 @@ def _make_room(sim: _Simulation, group: Sequence[Pod]) -> bool:
             kept.add(donor.job.uid)
         else:
             sim.unplace(trial)
-    if sim.place_all(group) is None:  # cannot happen: only what still fits was kept
-        sim.restore(saved)
-        return False
-    for uid, (target, _, shrunk, old_reason) in saved[2].items():
-        state = sim.jobs[uid]
-        if state.target == target:
-            state.shrunk, state.reason = shrunk, old_reason
-    return True
 
 
 def _job_name(group: Sequence[Pod]) -> str:
