@@ -173,14 +173,9 @@ class ScriptedListWatch:
         return self.script.pop(0)
 
     def list_objects(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        selectors: Selectors,
-        limit: int = 0,
-        continue_token: str = "",
+        self, resource: Resource, namespace: str | None, selectors: Selectors
     ) -> Listing:
-        answer = self._next(("list", continue_token or None))
+        answer = self._next(("list", None))
         if isinstance(answer, Exception):
             raise answer
         assert isinstance(answer, Listing), f"the script answers a list with {answer!r}"

@@ -21,9 +21,7 @@ from typing import Any, NamedTuple, Protocol
 from dlk8s.job.actions import Event
 from dlk8s.job.api import API_VERSION, LABEL_JOB_NAME, EventType, Observed, Reason, State
 from dlk8s.job.config import ControllerConfig
-from dlk8s.job.kept import kept_child, kept_job
 from dlk8s.job.reconcile import after_refusals, reconcile
-from dlk8s.job.urgency import changes_state, counts_only
 from dlk8s.runtime import metrics
 from dlk8s.runtime.client import Kube
 from dlk8s.runtime.errors import ApiError, TerminalError, TransportError
@@ -38,14 +36,11 @@ log = logging.getLogger(__name__)
 # Every child carries the job-name label: one existence selector finds them all.
 CHILD_SELECTOR = LABEL_JOB_NAME
 
-# A job's pods change one by one (created, scheduled, started): events that
-# only move its counts requeue the job this much later, so a burst of them
-# costs one pass and one status write instead of one each, as the client-go
-# Job controller batches its pod events. A change that may move the job's
-# phase or state (job.urgency: its deciding pods up or done, a pod failed or
-# gone) runs the pass at once: the status follows within the pass, not a
-# second later. Events of the job itself are handled at once, and every pass
-# writes its status whole.
+# A job's pods change one by one (created, scheduled, started): their events
+# requeue the job this much later, so a burst of them costs one pass and one
+# status write instead of one each; the client-go Job controller batches its
+# pod events the same way. Events of the job itself are handled at once, and
+# every pass still writes its status whole and at once.
 CHILD_EVENT_BATCH_SECONDS = 1.0
 
 # A pass takes milliseconds, seconds for a job of thousands of pods; one that
@@ -90,27 +85,21 @@ class ChildIndex:
             lambda: {group: {} for group in CHILD_RESOURCES}
         )
 
-    def apply(
-        self, group: str, event: str, obj: dict[str, Any]
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """Record one watch event: the controlling job reference if the child
-        is one of ours, and the child as it was before (None if new)."""
+    def apply(self, group: str, event: str, obj: dict[str, Any]) -> dict[str, Any] | None:
+        """Record one watch event; return the controlling job reference, if it is one of ours."""
         owner = controller_ref(obj)
         if owner is None:
-            return None, None
+            return None
         name = obj["metadata"]["name"]
         uid = owner["uid"]
         with self._lock:
             if event != DELETED:
-                before = self._by_owner[uid][group].get(name)
                 self._by_owner[uid][group][name] = obj
             elif uid in self._by_owner:
-                before = self._by_owner[uid][group].pop(name, None)
+                self._by_owner[uid][group].pop(name, None)
                 if not any(self._by_owner[uid].values()):
                     del self._by_owner[uid]
-            else:
-                before = None
-        return owner, before
+        return owner
 
     def observed(self, uid: str) -> Observed:
         with self._lock:
@@ -167,20 +156,8 @@ class Controller:
         self.executor = Executor(kube, self.expectations, self._pool, clock)
         # Status we wrote that the watch has not delivered yet, by job uid.
         self._written: dict[str, dict[str, Any]] = {}
-        # The resourceVersion of each job's last status write, until its event comes.
-        self._echoes: dict[str, str] = {}
-        self._last_write: dict[str, float] = {}  # when each job's status was written
         self._written_lock = threading.Lock()
-        # Jobs whose urgent child change came while their last pass's changes
-        # were still awaited: their pass runs once the last of those shows.
-        self._deferred: set[str] = set()
-        self._deferred_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        # Set once the first lists are in every cache; until then child
-        # events queue nothing, as each job's own event queues it once.
-        self._listed = threading.Event()
-        if not informers:
-            self._listed.set()
         self._started = threading.Event()
         self._stopping = threading.Event()
         # A pass running longer than this means a wedged worker (see problems()).
@@ -193,16 +170,10 @@ class Controller:
         cls, kube: Kube, config: ControllerConfig, namespace: str | None = None, **options: Any
     ) -> Controller:
         """A controller fed by watches of the jobs and their children (all
-        namespaces when `namespace` is None). The caches keep what
-        reconcile reads (job.kept), and the child index the same copy."""
-        job_informers = {
-            kind: kube.informer(res, namespace, transform=kept_job)
-            for kind, res in JOB_RESOURCES.items()
-        }
+        namespaces when `namespace` is None)."""
+        job_informers = {kind: kube.informer(res, namespace) for kind, res in JOB_RESOURCES.items()}
         child_informers = {
-            group: kube.informer(
-                res, namespace, CHILD_SELECTOR, transform=kept_child, handlers_get_kept=True
-            )
+            group: kube.informer(res, namespace, CHILD_SELECTOR)
             for group, res in CHILD_RESOURCES.items()
         }
         jobs = {kind: informer.cache for kind, informer in job_informers.items()}
@@ -225,25 +196,9 @@ class Controller:
     def on_job(self, kind: str) -> Callable[[dict[str, Any]], None]:
         def handle(obj: dict[str, Any]) -> None:
             meta = obj.get("metadata", {})
-            key = JobKey(kind, meta.get("namespace", ""), meta.get("name", ""))
-            if self._own_write(meta):
-                self.queue.add_after(key, self.child_event_batch)
-            else:
-                self.queue.add(key)
+            self.queue.add(JobKey(kind, meta.get("namespace", ""), meta.get("name", "")))
 
         return handle
-
-    def _own_write(self, meta: dict[str, Any]) -> bool:
-        """Whether a job's event only shows back the status we wrote. The pass
-        that wrote it saw all the event holds: a pass at once would mostly
-        write counts that moved since (a write more per job, measured), so it
-        is batched with the events that moved them."""
-        with self._written_lock:
-            version = self._echoes.get(meta.get("uid", ""))
-            if version is None or version != meta.get("resourceVersion"):
-                return False
-            del self._echoes[meta["uid"]]
-            return True
 
     def on_kind_deleted(self, kind: str) -> Callable[[dict[str, Any]], None]:
         return lambda obj: self.on_job_deleted({**obj, "kind": kind})
@@ -255,44 +210,18 @@ class Controller:
         self.expectations.forget(uid)
         with self._written_lock:
             self._written.pop(uid, None)
-            self._echoes.pop(uid, None)
-            self._last_write.pop(uid, None)
-        with self._deferred_lock:
-            self._deferred.discard(uid)
 
     def on_child(self, group: str, event: str) -> Callable[[dict[str, Any]], None]:
         def handle(obj: dict[str, Any]) -> None:
-            owner, before = self.children.apply(group, event, obj)
-            if owner is None:
-                return
-            meta, uid = obj["metadata"], owner["uid"]
-            seen = ("uid", meta.get("uid", "")) if event == DELETED else (group, meta["name"])
-            awaited_all = self.expectations.observe(uid, seen)
-            if not self._listed.is_set():
-                return
-            after = None if event == DELETED else obj
-            urgent = changes_state(
-                owner["kind"], group, before, after, lambda: self.children.observed(uid).pods
-            )
-            key = JobKey(owner["kind"], meta.get("namespace", ""), owner["name"])
-            self._schedule(key, uid, urgent, awaited_all)
+            owner = self.children.apply(group, event, obj)
+            if owner is not None:
+                meta = obj["metadata"]
+                seen = ("uid", meta.get("uid", "")) if event == DELETED else (group, meta["name"])
+                self.expectations.observe(owner["uid"], seen)
+                key = JobKey(owner["kind"], meta.get("namespace", ""), owner["name"])
+                self.queue.add_after(key, self.child_event_batch)
 
         return handle
-
-    def _schedule(self, key: JobKey, uid: str, urgent: bool, awaited_all: bool) -> None:
-        """A pass now for an urgent change (or once the changes of the last
-        pass have all shown, as a pass before would only wait); else batched."""
-        with self._deferred_lock:
-            if urgent and self.expectations.wait_left(uid):
-                self._deferred.add(uid)
-                urgent = False
-            elif awaited_all and uid in self._deferred:
-                self._deferred.discard(uid)
-                urgent = True
-        if urgent:
-            self.queue.add(key)
-        else:
-            self.queue.add_after(key, self.child_event_batch)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -303,7 +232,6 @@ class Controller:
         for informer in self._informers:
             while not informer.wait_synced(timeout=1):
                 log.info("waiting for caches to sync", extra={"target": informer.name})
-        self._listed.set()
         for i in range(self.workers):
             thread = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
             thread.start()
@@ -465,32 +393,12 @@ class Controller:
             # Not written: it would count as created what was not (see
             # job.reconcile.status.replica_statuses); the retry writes it.
             raise outcome.failures[0]
-        requeue = result.requeue_after
         if status != job.get("status"):
-            held = self._counts_held(job, status, result.actions)
-            if held:
-                requeue = held if requeue is None else min(requeue, held)
-            else:
-                self._write_status(job, status)
+            self._write_status(job, status)
         metrics.RECONCILE_SECONDS.labels(key.kind).observe(time.monotonic() - started)
         if outcome.failures and status.get("state") != State.FAILED:
             raise outcome.failures[0]  # retried with back-off: a quota may free up
-        return requeue
-
-    def _counts_held(
-        self, job: dict[str, Any], status: dict[str, Any], actions: list[Any]
-    ) -> float:
-        """Seconds to hold a write that only moves pod counts: one such write
-        per job a batch, however many passes its pods' events bring (phase,
-        state and conditions are written at once). Never after a create or
-        delete: the next pass counts lost pods from the totals written."""
-        if any(not isinstance(a, Event) for a in actions):
-            return 0.0
-        if not counts_only(job.get("status") or {}, status):
-            return 0.0
-        with self._written_lock:
-            last = self._last_write.get(job["metadata"]["uid"])
-        return 0.0 if last is None else max(0.0, last + self.child_event_batch - time.monotonic())
+        return result.requeue_after
 
     def _refused(
         self,
@@ -517,9 +425,7 @@ class Controller:
             job["kind"], job["metadata"]["namespace"], job.get("status") or {}, status
         )
         with self._written_lock:
-            self._written[job["metadata"]["uid"]] = kept_job(updated)
-            self._echoes[job["metadata"]["uid"]] = updated["metadata"].get("resourceVersion", "")
-            self._last_write[job["metadata"]["uid"]] = time.monotonic()
+            self._written[job["metadata"]["uid"]] = updated
         log.info(
             "status updated",
             extra={

@@ -92,14 +92,7 @@ class WorkQueue(Generic[K]):
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._bucket = bucket or TokenBucket()
-        self._lock = threading.Lock()
-        # Two conditions on the one lock: a key made ready wakes one worker,
-        # and only a new earliest deadline wakes the timer. A single condition
-        # notified to all woke every idle worker and the timer on each child
-        # event, and under a burst the informer thread queued behind them for
-        # the lock (bench/results/scale.md: the profile of the history burst).
-        self._ready = threading.Condition(self._lock)
-        self._timer_due = threading.Condition(self._lock)
+        self._cond = threading.Condition()
         self._queue: deque[K] = deque()  # ready keys, in order
         self._dirty: set[K] = set()  # keys queued or to queue again once done
         self._processing: set[K] = set()  # keys a worker holds
@@ -116,7 +109,7 @@ class WorkQueue(Generic[K]):
     # -- adding ------------------------------------------------------------
 
     def add(self, key: K) -> None:
-        with self._lock:
+        with self._cond:
             self._add_locked(key)
 
     def _add_locked(self, key: K) -> None:
@@ -131,13 +124,13 @@ class WorkQueue(Generic[K]):
         self._queue.append(key)
         self._queued_at[key] = time.monotonic()
         self._observer.depth(len(self._queue))
-        self._ready.notify()
+        self._cond.notify_all()
 
     def add_after(self, key: K, delay: float) -> None:
         if delay <= 0:
             self.add(key)
             return
-        with self._lock:
+        with self._cond:
             # Queued means a pass that has not started yet, which will see
             # whatever this add is about.
             if self._shutting_down or key in self._dirty:
@@ -146,13 +139,11 @@ class WorkQueue(Generic[K]):
             if self._ready_at.get(key, math.inf) <= ready:
                 return
             self._ready_at[key] = ready
-            entry = (ready, next(self._seq), key)
-            heapq.heappush(self._waiting, entry)
-            if self._waiting[0] is entry:  # the timer sleeps until a later time
-                self._timer_due.notify()
+            heapq.heappush(self._waiting, (ready, next(self._seq), key))
+            self._cond.notify_all()
 
     def add_rate_limited(self, key: K) -> None:
-        with self._lock:
+        with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
             shared = self._bucket.reserve()
@@ -160,11 +151,11 @@ class WorkQueue(Generic[K]):
         self.add_after(key, max(shared, min(self._max_delay, self._base_delay * 2**failures)))
 
     def forget(self, key: K) -> None:
-        with self._lock:
+        with self._cond:
             self._failures.pop(key, None)
 
     def failures(self, key: K) -> int:
-        with self._lock:
+        with self._cond:
             return self._failures.get(key, 0)
 
     # -- processing ----------------------------------------------------------
@@ -172,14 +163,14 @@ class WorkQueue(Generic[K]):
     def get(self, timeout: float | None = None) -> K:
         """Block until a key is ready; raise ShutDownError once the queue is shut down."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._lock:
+        with self._cond:
             while not self._queue:
                 if self._shutting_down:
                     raise ShutDownError
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError
-                self._ready.wait(remaining)
+                self._cond.wait(remaining)
             key = self._queue.popleft()
             self._processing.add(key)
             self._dirty.discard(key)
@@ -190,7 +181,7 @@ class WorkQueue(Generic[K]):
             return key
 
     def done(self, key: K) -> None:
-        with self._lock:
+        with self._cond:
             self._processing.discard(key)
             started = self._started_at.pop(key, None)
             if started is not None:
@@ -200,28 +191,27 @@ class WorkQueue(Generic[K]):
 
     def longest_running(self) -> float:
         """Seconds the longest-held key has been with its worker (0: none)."""
-        with self._lock:
+        with self._cond:
             oldest = min(self._started_at.values(), default=None)
         return 0.0 if oldest is None else time.monotonic() - oldest
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._cond:
             return len(self._queue)
 
     @property
     def waiting(self) -> int:
         """Keys scheduled for later (timers and retries)."""
-        with self._lock:
+        with self._cond:
             return len(self._ready_at)
 
     def shut_down(self) -> None:
-        with self._lock:
+        with self._cond:
             self._shutting_down = True
-            self._ready.notify_all()
-            self._timer_due.notify_all()
+            self._cond.notify_all()
 
     def _release_due(self) -> None:
-        with self._lock:
+        with self._cond:
             while not self._shutting_down:
                 now = time.monotonic()
                 while self._waiting and self._waiting[0][0] <= now:
@@ -230,4 +220,4 @@ class WorkQueue(Generic[K]):
                         del self._ready_at[key]
                         self._add_locked(key)
                 timeout = self._waiting[0][0] - now if self._waiting else None
-                self._timer_due.wait(timeout)
+                self._cond.wait(timeout)
