@@ -377,6 +377,76 @@ def test_the_oldest_admissible_job_is_admitted_first() -> None:
     assert [u.split(" ")[0] for u in result.unplaceable] == ["ns/young-trainer-0"]
 
 
+def gated(j: ElasticJob, count: int, created: str) -> list[Pod]:
+    """The trainers of a job not admitted yet: created, behind the gate."""
+    return [
+        Pod(
+            "ns",
+            f"{j.uid}-trainer-{i}",
+            "",
+            j.trainer,
+            owner_uid=j.uid,
+            role="trainer",
+            index=i,
+            created=created,
+        )
+        for i in range(count)
+    ]
+
+
+def test_the_oldest_waiting_job_is_admitted_with_a_write_and_the_younger_stays_gated() -> None:
+    # a runs at its max on 4 GPUs; old and young each need 2 and are not
+    # admitted yet. Shrinking a makes room for old only: old is admitted
+    # (its count written, unchanged), young is not, and it holds nothing.
+    a = job("a", 1, 3, 3, res(1, 1, gpu=1))
+    old = job(
+        "old",
+        1,
+        3,
+        1,
+        res(1, 1, gpu=2),
+        running=False,
+        admitted=False,
+        created="2026-01-01T00:00:00Z",
+    )
+    young = job(
+        "young",
+        1,
+        3,
+        1,
+        res(1, 1, gpu=2),
+        running=False,
+        admitted=False,
+        created="2026-01-01T00:05:00Z",
+    )
+    pods = [*trainer_pods(a, "n0", "n0", "n0"), pod("other", "n0", res(gpu=1))]
+    pods += gated(young, 1, young.created) + gated(old, 1, old.created)
+    result = plan([node("n0", gpu=4)], pods, [a, old, young])
+    assert targets(result) == {"a": 1, "old": 1}
+    assert "admitted" in next(c.reason for c in result.changes if c.uid == "old")
+    assert [u.split(" ")[0] for u in result.unplaceable] == ["ns/young-trainer-0"]
+
+
+def test_a_job_not_admitted_that_fits_no_node_holds_no_room_from_growth() -> None:
+    # big's 4-GPU trainers can never all fit; one would. Admitted, its pods
+    # would hold that room as they bind one by one; gated, they never bind:
+    # a grows into the room instead of leaving it idle.
+    a = job("a", 1, 8, 1, res(1, 1, gpu=1))
+    big = job("big", 3, 4, 3, res(1, 1, gpu=4), running=False, admitted=False)
+    pods = trainer_pods(a, "n0") + gated(big, 3, "2026-01-01T00:00:00Z")
+    result = plan([node("n0", cpu=32, gpu=8)], pods, [a, big])
+    assert targets(result) == {"a": 8}
+    assert len(result.unplaceable) == 1
+
+
+def test_a_job_whose_trainers_are_not_created_yet_is_admitted_once_they_fit() -> None:
+    new = job("new", 2, 4, 2, res(1, 1, gpu=1), running=False, admitted=False)
+    result = plan([node("n0", gpu=4)], [], [new])
+    assert targets(result) == {"new": 2}
+    full = [pod("other", "n0", res(gpu=3))]
+    assert plan([node("n0", gpu=4)], full, [new]).changes == ()
+
+
 def test_a_running_jobs_missing_trainer_makes_nobody_shrink() -> None:
     # a's trainer 0 exited 0 and left the pod list before a's status said so.
     # It is not a trainer waiting for room: b keeps its extra trainers.
