@@ -309,39 +309,3 @@ def test_elastic_jobs_grow_shrink_and_make_room(
     assert passes
     assert passes[-1]["cluster"]["gpu"]["total"] == 8
     assert passes[-1]["cluster"]["nodes"] == 2
-
-
-def gates_of(pod: dict[str, Any]) -> list[str]:
-    return [g["name"] for g in pod["spec"].get("schedulingGates") or []]
-
-
-def test_a_newcomer_is_admitted_behind_its_gate_and_an_unfittable_one_waits_gated(
-    small: tuple[LocalCluster, OperatorProcess],
-) -> None:
-    # After the test above: grow runs 4 trainers (min 2), fixed 4; all 8 GPUs used.
-    cluster, _ = small
-    running_trainers(cluster, "grow", 4)
-    # huge's minimum (three 4-GPU trainers) fits nowhere, even if grow shrank:
-    # nothing shrinks for it, and its trainers wait behind the admission gate.
-    apply(cluster, NAMESPACE, elastic_job("huge", 3, 4, gpus=4))
-    huge = wait_until(
-        lambda: (lambda t: t if len(t) == 3 else None)(trainers_of(cluster, "huge")),
-        what="huge's three trainers",
-    )
-    assert {n: gates_of(p) for n, p in huge.items()} == {n: ["dlk8s.io/admission"] for n in huge}
-    # The newcomer behind it is admitted: grow gives back two trainers,
-    # late's gates are lifted and both its trainers run.
-    apply(cluster, NAMESPACE, elastic_job("late", 2, 3))
-    late = running_trainers(cluster, "late", 2)
-    assert all(gates_of(p) == [] for p in late.values())
-    running_trainers(cluster, "grow", 2)
-    job = get_json(cluster, "paddlejob", "late", "-n", NAMESPACE)
-    reason = job["metadata"]["annotations"]["dlk8s.io/trainers-reason"]
-    assert reason.startswith("2: admitted at minInstance"), reason
-    # huge still waits, gated and unannotated, its pods unscheduled.
-    time.sleep(5)
-    huge = trainers_of(cluster, "huge")
-    assert all(gates_of(p) == ["dlk8s.io/admission"] for p in huge.values())
-    assert all(not p["spec"].get("nodeName") for p in huge.values())
-    job = get_json(cluster, "paddlejob", "huge", "-n", NAMESPACE)
-    assert "dlk8s.io/trainers" not in (job["metadata"].get("annotations") or {})

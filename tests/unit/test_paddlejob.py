@@ -7,7 +7,6 @@ choices in dlk8s.job.kinds.paddlejob, never copied from an output.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +19,6 @@ from dlk8s.job.reconcile import Result
 from .worlds import World, creates, deletes, events
 
 CONFIG = parse_config({})
-ADMITTING = dataclasses.replace(CONFIG, admission=True)
-GATE = {"name": "dlk8s.io/admission"}
 UID = "0c1d2e3f-0000-4000-8000-0000000000aa"
 
 
@@ -74,8 +71,7 @@ class PaddleWorld(World):
                 meta = action.patch["metadata"]
                 if pod is None or pod["metadata"]["uid"] != meta["uid"]:
                     continue
-                pod["metadata"].setdefault("annotations", {}).update(meta.get("annotations", {}))
-                pod["spec"].update(action.patch.get("spec", {}))
+                pod["metadata"].setdefault("annotations", {}).update(meta["annotations"])
 
     def scale(self, count: object, reason: str | None = None) -> None:
         annotations = self.job["metadata"].setdefault("annotations", {})
@@ -430,53 +426,3 @@ def test_a_trainer_decision_travels_on_the_job_and_its_reason_only_with_its_coun
     assert scale_reason(job, 3) == "set by the dlk8s.io/trainers annotation"
     long = TrainerDecision(2, "x" * 5000).annotations()["dlk8s.io/trainers-reason"]
     assert len(long) == 1000
-
-
-# --- admission (the autoscaler running) -------------------------------------------------
-
-
-def gates(pod: dict[str, Any]) -> list[Any]:
-    return list(pod["spec"].get("schedulingGates", []))
-
-
-def test_an_elastic_jobs_trainers_wait_behind_the_gate_until_it_is_admitted() -> None:
-    world = PaddleWorld(edl_example(), config=ADMITTING)
-    pods = created_pods(world.step())
-    assert {n: gates(p) for n, p in pods.items() if "-trainer-" in n} == {
-        "example-trainer-0": [GATE],
-        "example-trainer-1": [GATE],
-    }
-    assert all(gates(p) == [] for n, p in pods.items() if "-trainer-" not in n)
-    assert world.step().actions == []  # nothing to lift yet
-    world.scale(2, "2: admitted at minInstance: its trainers fit")
-    result = world.step()
-    lifted = sorted(a.name for a in result.actions if isinstance(a, Patch) and "spec" in a.patch)
-    assert lifted == ["example-trainer-0", "example-trainer-1"]
-    assert all(gates(world.pod(n)) == [] for n in trainers(world))
-    assert [a for a in world.step().actions if isinstance(a, Patch)] == []
-
-
-def test_admission_lifts_only_its_own_gate() -> None:
-    world = PaddleWorld(edl_example(), config=ADMITTING)
-    world.settle()
-    other = {"name": "example.com/quota"}
-    world.pod("example-trainer-0")["spec"]["schedulingGates"] = [other, GATE]
-    world.scale(2)
-    world.step()
-    assert gates(world.pod("example-trainer-0")) == [other]
-
-
-def test_without_the_autoscaler_and_for_fixed_jobs_nothing_is_gated() -> None:
-    pods = created_pods(PaddleWorld(edl_example(), config=CONFIG).reconcile())
-    assert all(gates(p) == [] for p in pods.values())
-    fixed = {**edl_example()["spec"]["trainer"], "minInstance": 2, "maxInstance": 2}
-    pods = created_pods(PaddleWorld(edl_example(trainer=fixed), config=ADMITTING).reconcile())
-    assert all(gates(p) == [] for p in pods.values())
-    admitted = edl_example()
-    admitted["metadata"]["annotations"] = {"dlk8s.io/trainers": "3"}
-    pods = created_pods(PaddleWorld(admitted, config=ADMITTING).reconcile())
-    assert sorted(n for n, p in pods.items() if "-trainer-" in n and gates(p) == []) == [
-        "example-trainer-0",
-        "example-trainer-1",
-        "example-trainer-2",
-    ]

@@ -45,15 +45,6 @@ soon as others can make it, and nothing grows while it waits.
    bounded only by what nodes have, as in EDL: an idle GPU is pure waste,
    while CPU and memory headroom serves everything else.
 
-Admitting is a write, not only a room in the simulation: while the
-autoscaler runs, a new elastic job's trainers are created behind the
-scheduling gate dlk8s.io/admission and stay unscheduled until the job
-carries a trainer count. The plan gives that count (minInstance, as a
-Change whose count may equal the old one) to each job whose group it
-admits; a job passed over stays gated and holds no room. Without the gate
-kube-scheduler would hand room shrunk for the oldest job to whichever
-pending pod it tries first, often a younger job's.
-
 A job some of whose trainers have exited 0 is finishing (the master's task
 queue is empty) and is left alone: job_from_manifest skips it.
 
@@ -86,14 +77,7 @@ from dlk8s.job.api import (
     dig,
     string_map,
 )
-from dlk8s.job.kinds.paddlejob import (
-    KIND,
-    TRAINER,
-    is_elastic,
-    requested_trainers,
-    trainer_bounds,
-    trainer_count,
-)
+from dlk8s.job.kinds.paddlejob import KIND, TRAINER, is_elastic, trainer_bounds, trainer_count
 from dlk8s.job.resources import Resources, container_requests, from_list, pod_requests
 
 DEFAULT_MAX_LOAD: Final = 0.97
@@ -166,10 +150,6 @@ class ElasticJob:
     trainer: Resources  # one trainer's requests
     running: bool  # started and not finishing: may grow
     created: str = ""
-    # The job carries a trainer count (ours or a user's). Until then its
-    # trainers wait behind a scheduling gate (paddlejob.ADMISSION_GATE), so
-    # that room made for an older job is not taken by a younger one's pods.
-    admitted: bool = True
 
     def fulfillment(self, trainers: int) -> float:
         return (trainers - self.min) / (self.max - self.min)
@@ -321,7 +301,6 @@ def job_from_manifest(obj: object) -> ElasticJob | None:
         trainer=trainer,
         running=status.get("state") == "Running" and status.get("phase") == "Running",
         created=as_str(meta.get("creationTimestamp")),
-        admitted=requested_trainers(obj) is not None,
     )
 
 
@@ -522,8 +501,7 @@ def plan(
     unbound = _account(sim, pods, elastic)
     groups, growing = _pending(sim, unbound)
     admitted, passed_over = _admit(sim, groups)
-    # A job not admitted yet holds nothing: its gated trainers bind nowhere.
-    held = _hold_what_fits(sim, [g for g in passed_over if not _awaits_admission(sim, g)])
+    held = _hold_what_fits(sim, passed_over)
     _place_growing(sim, growing)
     _respect_bound(sim)
     # Admission before growth: while pods of a job given room above still
@@ -531,25 +509,13 @@ def plan(
     # is tried at once, a pod that failed before waits out its back-off).
     if not any(_is_job(g) for g in (*admitted, *held)):
         _grow(sim)
-    refused = {_group_key(g[0]) for g in passed_over}
     changes = tuple(
-        Change(s.job.uid, s.job.key, s.job.trainers, s.target, _why(sim, s))
+        Change(s.job.uid, s.job.key, s.job.trainers, s.target, s.reason)
         for s in sorted(sim.jobs.values(), key=lambda s: s.job.key)
-        if s.target != s.job.trainers or (not s.job.admitted and s.job.uid not in refused)
+        if s.target != s.job.trainers
     )
     unplaceable = tuple(f"{g[0].namespace}/{g[0].name} (+{len(g) - 1})" for g in passed_over)
     return Plan(changes, summary, unplaceable, dict(sim.free))
-
-
-def _awaits_admission(sim: _Simulation, group: Sequence[Pod]) -> bool:
-    state = sim.jobs.get(_group_key(group[0]))
-    return state is not None and not state.job.admitted
-
-
-def _why(sim: _Simulation, state: _JobState) -> str:
-    if state.job.admitted or state.reason:
-        return state.reason
-    return f"admitted at minInstance: its trainers fit ({sim.load_text()})"
 
 
 def _summary(sim: _Simulation, pods: Sequence[Pod], elastic: int) -> ClusterSummary:

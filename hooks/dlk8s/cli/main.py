@@ -11,7 +11,6 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 
 from dlk8s.autoscaler.loop import AutoscalerLoop
 from dlk8s.cli import convert, smoke
@@ -165,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     kube = Kube(load_api_client(args.kubeconfig, pool_size=args.api_parallelism + 8))
     controller = Controller.watching(
         kube,
-        replace(load_config(args.config_file), admission=args.autoscaler),
+        load_config(args.config_file),
         namespace=args.namespace or None,
         workers=args.workers,
         api_parallelism=args.api_parallelism,

@@ -72,11 +72,6 @@ class ControllerConfig:
     # then grpc_server_error says why (reported only when a job needs it).
     grpc_server_script: str = ""
     grpc_server_error: str = _NO_SCRIPT
-    # Set when the autoscaler runs beside the controller: an elastic
-    # PaddleJob's trainers then wait behind a scheduling gate until it admits
-    # the job (kinds.paddlejob.ADMISSION_GATE). Not a chart value: it
-    # follows the autoscaler, which alone admits jobs.
-    admission: bool = False
 
 
 def load_config(path: str | Path | None) -> ControllerConfig:
