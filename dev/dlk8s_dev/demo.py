@@ -5,8 +5,8 @@ kube-proxy, CoreDNS beside the kwok nodes; see realnode.py):
 
 1. `helm install` the chart with values/realnode.yaml: the operator runs in
    the cluster, from the image built from hooks/Dockerfile;
-2. `kubectl apply -k examples/tfjob-train`: a TFJob with a MASTER and a
-   WORKER running examples/tfjob-train/train.py and a PS running the chart's
+2. `kubectl apply -k examples/tfjob-train`: a TFJob with a MASTER and two
+   WORKERs running examples/tfjob-train/train.py and a PS running the chart's
    standard gRPC server, which together train a small model on synthetic
    data;
 3. its pods, their log lines as they come, and its status until Done;

@@ -75,7 +75,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -491,6 +491,11 @@ class _Proc:
     log: Path
 
 
+def _pointer(name: str) -> str:
+    """A resource name as one JSON Pointer token: nvidia.com/gpu -> nvidia.com~1gpu."""
+    return name.replace("~", "~0").replace("/", "~1")
+
+
 def _random_token() -> str:
     import base64
 
@@ -815,6 +820,63 @@ class RealNode:
             "nodeSelector": {LABEL_KEY: "true"},
             "tolerations": [{"key": TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}],
         }
+
+    # -- what tests give the node ------------------------------------------------------
+
+    def advertise(self, cluster: LocalCluster, resources: Mapping[str, str]) -> None:
+        """Offer extended resources, e.g. ``{"nvidia.com/gpu": "4"}``, with no device plugin.
+
+        As Kubernetes documents it: a JSON patch of the node's
+        ``status.capacity``. Returns once the kubelet has copied them into
+        ``status.allocatable``, which only it does: it has taken them over
+        (its status updates keep them) and the scheduler can place pods that
+        ask for them.
+        """
+        patch = [
+            {"op": "add", "path": f"/status/capacity/{_pointer(name)}", "value": str(count)}
+            for name, count in resources.items()
+        ]
+        self._patch_status(cluster, patch)
+        want = {name: str(count) for name, count in resources.items()}
+        self._wait(
+            lambda: self._resources(cluster, "allocatable", list(want)) == want,
+            30,
+            f"the kubelet to offer {want}",
+        )
+
+    def withdraw(self, cluster: LocalCluster, names: Sequence[str]) -> None:
+        """Undo ``advertise``: from capacity and allocatable both, since the
+        kubelet drops from allocatable only names outside ``*kubernetes.io/``."""
+        patch = [
+            {"op": "remove", "path": f"/status/{part}/{_pointer(name)}"}
+            for name in names
+            for part in ("capacity", "allocatable")
+        ]
+        self._patch_status(cluster, patch)
+
+    def _patch_status(self, cluster: LocalCluster, patch: list[dict[str, str]]) -> None:
+        cluster.kubectl(
+            "patch", "node", self.name, "--subresource=status", "--type=json",
+            "-p", json.dumps(patch),
+        )  # fmt: skip
+
+    def _resources(self, cluster: LocalCluster, part: str, names: Sequence[str]) -> dict[str, str]:
+        """Of ``names``, those in the node's ``status.<part>``, with their counts."""
+        node = json.loads(cluster.kubectl("get", "node", self.name, "-o", "json").stdout)
+        found = node["status"].get(part) or {}
+        return {name: found[name] for name in names if name in found}
+
+    def host_dir(self, name: str) -> Path:
+        """A folder on the node's host filesystem, e.g. for a hostPath volume.
+
+        Inside the node's own folder, so ``stop()`` (or the next run's
+        cleanup after a crash) removes it with everything else.
+        """
+        if not name or "/" in name or name in (".", ".."):
+            raise NodeError(f"host_dir({name!r}): one plain folder name, please")
+        path = self.root / "host" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
 
     def _write_configs(self, cluster: LocalCluster) -> None:
         r = self.root

@@ -14,6 +14,20 @@ One program for every role that runs it, told which one it is by TF_CONFIG
   function that made the data, and exits 0 (the job succeeds) or 1 (it
   fails). The WORKERs wait for the chief's variables and train until the
   same step count (or until the job ends and they are stopped).
+- a MASTER that finds the variables already initialised is a restarted one
+  (the operator recreates a MASTER killed by a signal): the PS kept the
+  model and the shared step, so it resumes where the job was.
+  --kill-at-step=N shows it: a MASTER that initialised the variables itself
+  kills itself with SIGKILL (exit code 137, as the OOM killer would) at
+  shared step N; its replacement resumes and finishes the job. The kernel
+  ignores a SIGKILL that PID 1 of a container sends itself, so the pod needs
+  `shareProcessNamespace: true` (its pause process is then PID 1).
+- a step that fails because a peer cannot be reached is tried again, for up
+  to --retry-seconds, as tf.compat.v1.train.MonitoredTrainingSession does:
+  a replaced replica has a new address behind the same name, and a peer's
+  gRPC channel looks the name up again only every 30 seconds or so (the PS
+  pulls each step's gradients from the trainer, so it must find the new
+  MASTER before the MASTER can take a step).
 
 The data is made up in each replica: y = x . w_true + b_true + noise, with
 w_true and b_true drawn from --seed (so every replica agrees on them) and
@@ -34,11 +48,15 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-CHIEF = "master"
+# The MASTER's task type: the seeds' `master`, or `chief` when the TFJob
+# sets spec.tfConfig.masterTaskType: chief (as TF2's strategies need).
+CHIEF_TYPES = ("master", "chief")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -52,6 +70,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log-every", type=int, default=250, help="steps between log lines")
     parser.add_argument(
         "--tolerance", type=float, default=0.05, help="largest error of a learned weight"
+    )
+    parser.add_argument(
+        "--retry-seconds",
+        type=float,
+        default=120,
+        help="how long a step may keep failing because a peer is unreachable",
+    )
+    parser.add_argument(
+        "--kill-at-step",
+        type=int,
+        default=0,
+        help="MASTER only: SIGKILL itself at this shared step, unless restarted (0: never)",
     )
     return parser.parse_args(argv)
 
@@ -74,14 +104,44 @@ def rounded(values: np.ndarray) -> list[float]:
     return [round(float(v), 3) for v in values.ravel()]
 
 
+def kill_myself(role: str, index: int, step: int) -> None:
+    if os.getpid() == 1:
+        sys.exit(
+            "train.py --kill-at-step: PID 1 of a container cannot SIGKILL itself "
+            "(the kernel ignores it); give the pod shareProcessNamespace: true"
+        )
+    say(role, index, f"step {step}: killing myself with SIGKILL (--kill-at-step)")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def run_step(
+    session: tf.compat.v1.Session,
+    fetches: list[Any],
+    feed: dict[Any, Any],
+    retry_seconds: float,
+    say_retry: Callable[[str], None],
+) -> Any:
+    """session.run, tried again while a peer is unreachable (a peer that was
+    just replaced, or one that has not found us yet)."""
+    deadline = time.monotonic() + retry_seconds
+    while True:
+        try:
+            return session.run(fetches, feed)
+        except (tf.errors.UnavailableError, tf.errors.AbortedError) as err:
+            if time.monotonic() > deadline:
+                raise
+            say_retry(f"step failed ({type(err).__name__}: a peer is unreachable); retrying")
+            time.sleep(2)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     cluster, role, index = read_tf_config()
-    if role not in (CHIEF, "worker"):
+    if role not in (*CHIEF_TYPES, "worker"):
         sys.exit(f"train.py runs in the master and workers, not in a {role}")
     if "ps" not in cluster:
         sys.exit("train.py needs PS replicas to hold the variables")
-    chief = role == CHIEF
+    chief = role in CHIEF_TYPES
     # PID 1 of its container ignores signals it has no handler for: stop at
     # once when the job is cleaned up, not when the grace period runs out.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -110,8 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         optimizer = tf.compat.v1.train.GradientDescentOptimizer(args.learning_rate)
         train = optimizer.minimize(loss, global_step=step)
         initialize = tf.compat.v1.global_variables_initializer()
-        if not chief:
-            uninitialized = tf.compat.v1.report_uninitialized_variables()
+        uninitialized = tf.compat.v1.report_uninitialized_variables()
 
     # Talk to the PSs and to ourselves only: a replica must not wait for, or
     # fail with, another replica (the master ends before the workers do).
@@ -119,23 +178,37 @@ def main(argv: list[str] | None = None) -> int:
         device_filters=["/job:ps", f"/job:{role}/task:{index}"]
     )
     with tf.compat.v1.Session(server.target, config=session_config) as session:
-        if chief:
+        # Only a chief that initialised the variables may kill itself: its
+        # replacement finds them on the PS and must finish the job.
+        fresh = chief and session.run(uninitialized).size > 0
+        if fresh:
             session.run(initialize)
             say(role, index, "initialised the variables on the PS")
+        elif chief:
+            say(role, index, f"found the variables on the PS at step {session.run(step)}: resuming")
         else:
             while session.run(uninitialized).size:
                 time.sleep(0.5)  # the chief has not initialised them yet
             say(role, index, "found the variables on the PS")
 
-        began, done, mine = time.monotonic(), 0, 0
+        began, done, mine = time.monotonic(), int(session.run(step)), 0
         while done < args.steps:
             batch = data.normal(size=(args.batch_size, args.features)).astype(np.float32)
             labels = batch @ w_true + b_true
             labels += data.normal(scale=args.noise, size=labels.shape).astype(np.float32)
-            _, current, done = session.run([train, loss, step], {x: batch, y: labels})
+            _, current, done = run_step(
+                session,
+                [train, loss, step],
+                {x: batch, y: labels},
+                args.retry_seconds,
+                lambda message: say(role, index, message),
+            )
             mine += 1
-            if mine % args.log_every == 0 or done >= args.steps:
+            # The first step too: the loss the model started from.
+            if mine == 1 or mine % args.log_every == 0 or done >= args.steps:
                 say(role, index, f"step {done} loss {current:.6f}")
+            if fresh and 0 < args.kill_at_step <= done:
+                kill_myself(role, index, done)
         took = time.monotonic() - began
         say(role, index, f"trained {mine} of {done} shared steps in {took:.1f}s")
         if not chief:

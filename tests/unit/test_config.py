@@ -75,6 +75,9 @@ def test_numbers_in_env_values_become_strings() -> None:
     assert config.accelerators["nvidia.com/gpu"].env_vars == (("N", "1"),)
 
 
+VOLUME = {"name": "v", "mountPath": "/m", "hostPath": "/h"}
+
+
 @pytest.mark.parametrize(
     ("data", "field"),
     [
@@ -86,6 +89,10 @@ def test_numbers_in_env_values_become_strings() -> None:
             "volumes[0].mountPath",
         ),
         ({"accelerators": {"nvidia.com/gpu": {"envVars": {"a": 1}}}}, "envVars"),
+        (
+            {"accelerators": {"nvidia.com/gpu": {"volumes": [{**VOLUME, "type": "Dir"}]}}},
+            "volumes[0].type",
+        ),
         ({"tfImage": 3}, "tfImage"),
         ({"images": ["redis:7"]}, "images"),
         ({"images": {"reddis": "redis:7"}}, "images.reddis"),

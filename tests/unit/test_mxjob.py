@@ -157,7 +157,8 @@ def test_cifar_gpu_example_mounts_the_share_everywhere_and_the_driver_on_the_gpu
         assert dict(env(pod))["DMLC_PS_ROOT_URI"] == "mx-cifar-gpu-scheduler-0.ns.svc"
     worker = made[("Pod", "mx-cifar-gpu-worker-0")]
     assert {"name": "nvidia", "hostPath": {"path": "/opt/nv"}} in worker["spec"]["volumes"]
-    assert {"name": "nvidia", "mountPath": "/usr/local/nvidia"} in mxnet(worker)["volumeMounts"]
+    driver = {"name": "nvidia", "mountPath": "/usr/local/nvidia", "readOnly": True}
+    assert driver in mxnet(worker)["volumeMounts"]
     assert dict(env(worker))["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
     scheduler = made[("Pod", "mx-cifar-gpu-scheduler-0")]
     assert [v["name"] for v in scheduler["spec"]["volumes"]] == ["myshare"]

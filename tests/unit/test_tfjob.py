@@ -7,8 +7,11 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from dlk8s.job.actions import Create
 from dlk8s.job.config import parse_config
+from dlk8s.job.kinds.tfjob import validate
 from dlk8s.job.reconcile import Observed, reconcile
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -139,6 +142,86 @@ def test_tf_config_replaces_a_user_value_and_keeps_other_variables() -> None:
     assert json.loads(variables[1]["value"])["task"] == {"type": "master", "index": 0}
 
 
+# --- TF_CONFIG for TensorFlow 2's strategies: the MASTER as `chief` ---------------
+
+
+def chief_job(**tf_config: Any) -> dict[str, Any]:
+    return seed_job(
+        replica("MASTER", 1, container()),
+        replica("WORKER", 2, container()),
+        replica("PS", 1),
+        tfConfig={"masterTaskType": "chief", **tf_config},
+    )
+
+
+def test_master_task_type_chief_names_the_master_chief_in_every_tf_config() -> None:
+    pods = created(chief_job())
+    configs = {
+        name: json.loads(env(the(p))["TF_CONFIG"])
+        for (kind, name), p in pods.items()
+        if kind == "Pod"
+    }
+    cluster = {
+        "chief": ["example-job-master-0.ns.svc:2222"],
+        "worker": ["example-job-worker-0.ns.svc:2222", "example-job-worker-1.ns.svc:2222"],
+        "ps": ["example-job-ps-0.ns.svc:2222"],
+    }
+    assert {name: c["cluster"] for name, c in configs.items()} == dict.fromkeys(configs, cluster)
+    assert {name: c["task"] for name, c in configs.items()} == {
+        "example-job-master-0": {"type": "chief", "index": 0},
+        "example-job-worker-0": {"type": "worker", "index": 0},
+        "example-job-worker-1": {"type": "worker", "index": 1},
+        "example-job-ps-0": {"type": "ps", "index": 0},
+    }
+
+
+def test_master_task_type_chief_renames_nothing_of_kubernetes() -> None:
+    """Pods, Services and labels keep the role MASTER: only TensorFlow's name changes."""
+    children = created(chief_job())
+    master = children[("Pod", "example-job-master-0")]
+    assert master["metadata"]["labels"]["dlk8s.io/replica-type"] == "master"
+    assert ("Service", "example-job-master-0") in children
+
+
+def test_the_default_ps_server_is_told_the_chief_too() -> None:
+    """The standard gRPC server builds its ClusterSpec from --cluster_spec: with
+    `master` there, a PS and a `chief` would disagree on the cluster."""
+    server = the(pod(chief_job(), "example-job-ps-0"))
+    assert server["args"] == [
+        "--cluster_spec=chief|example-job-master-0.ns.svc:2222;"
+        "ps|example-job-ps-0.ns.svc:2222;"
+        "worker|example-job-worker-0.ns.svc:2222,example-job-worker-1.ns.svc:2222",
+        "--job_name=ps",
+        "--task_id=0",
+    ]
+
+
+def test_master_task_type_master_is_the_default_and_the_seeds() -> None:
+    explicit = seed_job(tfConfig={"masterTaskType": "master"})
+    for job in (seed_job(), seed_job(tfConfig={}), explicit):
+        config = json.loads(env(the(pod(job, "example-job-master-0")))["TF_CONFIG"])
+        assert config["task"] == {"type": "master", "index": 0}
+        assert sorted(config["cluster"]) == ["master", "ps", "worker"]
+
+
+@pytest.mark.parametrize(
+    ("tf_config", "problem"),
+    [
+        ({"masterTaskType": "chief"}, None),
+        ({"masterTaskType": "master"}, None),
+        ({}, None),
+        (
+            {"masterTaskType": "CHIEF"},
+            "spec.tfConfig.masterTaskType: must be one of master, chief (got 'CHIEF')",
+        ),
+        ("chief", "spec.tfConfig: must be an object"),
+    ],
+)
+def test_tf_config_problems(tf_config: Any, problem: str | None) -> None:
+    problems = validate(seed_job(tfConfig=tf_config))
+    assert problems == ([] if problem is None else [problem])
+
+
 def test_only_tensorflow_containers_get_tf_config() -> None:
     job = seed_job(replica("MASTER", 1, container(), container("sidecar")))
     assert "env" not in the(pod(job, "example-job-master-0"), "sidecar")
@@ -235,7 +318,7 @@ def test_a_container_limiting_nvidia_gpu_gets_the_driver() -> None:
         {"name": "nvidia-libs", "hostPath": {"path": "/opt/nvidia/lib64"}}
     ]
     assert the(p)["volumeMounts"] == [
-        {"name": "nvidia-libs", "mountPath": "/usr/local/nvidia/lib64"}
+        {"name": "nvidia-libs", "mountPath": "/usr/local/nvidia/lib64", "readOnly": True}
     ]
     assert env(the(p))["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
     sidecar = the(p, "sidecar")
@@ -249,7 +332,9 @@ def test_the_legacy_gpu_resource_name_works_in_requests_too() -> None:
     assert p["spec"]["volumes"] == [
         {"name": "nvidia-legacy", "hostPath": {"path": "/usr/lib/nvidia-384"}}
     ]
-    assert the(p)["volumeMounts"] == [{"name": "nvidia-legacy", "mountPath": "/usr/lib/nvidia"}]
+    assert the(p)["volumeMounts"] == [
+        {"name": "nvidia-legacy", "mountPath": "/usr/lib/nvidia", "readOnly": True}
+    ]
     assert env(the(p))["NVIDIA_LEGACY"] == "1"
     assert "LD_LIBRARY_PATH" not in env(the(p))
 
@@ -265,7 +350,7 @@ def test_gpu_injection_keeps_user_values_and_adds_each_volume_once() -> None:
     assert ld_paths == ["/mine"]
     assert env(the(p, "helper"))["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
     assert the(p, "helper")["volumeMounts"] == [
-        {"name": "nvidia-libs", "mountPath": "/usr/local/nvidia/lib64"}
+        {"name": "nvidia-libs", "mountPath": "/usr/local/nvidia/lib64", "readOnly": True}
     ]
 
 

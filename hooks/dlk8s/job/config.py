@@ -51,6 +51,11 @@ class AcceleratorVolume:
     name: str
     mount_path: str
     host_path: str
+    # The hostPath's `type`: "" mounts whatever is there, and on a node
+    # without the driver the runtime creates the missing path as an empty
+    # directory, so the pod starts and fails later, obscurely. Directory or
+    # File makes such a pod fail to start, with an event naming the path.
+    host_path_type: str = ""
 
 
 @dataclass(frozen=True)
@@ -194,9 +199,25 @@ def _optional_list(where: str, value: dict[str, Any], key: str) -> list[Any]:
     return items
 
 
+# Kubernetes' HostPathType values (core/v1 types.go).
+HOST_PATH_TYPES: Final = (
+    "",
+    "DirectoryOrCreate",
+    "Directory",
+    "FileOrCreate",
+    "File",
+    "Socket",
+    "CharDevice",
+    "BlockDevice",
+)
+
+
 def _volume(where: str, item: object) -> AcceleratorVolume:
     fields = _required_strings(where, item, ("name", "mountPath", "hostPath"))
-    return AcceleratorVolume(name=fields[0], mount_path=fields[1], host_path=fields[2])
+    kind = item.get("type", "") if isinstance(item, dict) else ""
+    if kind not in HOST_PATH_TYPES:
+        raise ConfigError(f"{where}.type: must be one of {', '.join(HOST_PATH_TYPES[1:])}")
+    return AcceleratorVolume(fields[0], fields[1], fields[2], host_path_type=str(kind))
 
 
 def _env_var(where: str, item: object) -> tuple[str, str]:

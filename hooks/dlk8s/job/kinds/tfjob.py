@@ -2,7 +2,10 @@
 
 One MASTER, whose container `tensorflow` decides the job; optional WORKERs
 and PSs. Every replica gets a headless Service and, in each `tensorflow`
-container, TF_CONFIG describing the whole cluster. A PS without a
+container, TF_CONFIG describing the whole cluster. TensorFlow's name for the
+MASTER's task is `master` (the seeds', read by tf.compat.v1 programs) or, with
+`spec.tfConfig.masterTaskType: chief`, `chief` (the only one TensorFlow 2's
+distribution strategies accept). A PS without a
 `tensorflow` container gets the standard TensorFlow gRPC server, whose
 script the operator ships in a per-job ConfigMap. `spec.tensorboard` adds a
 TensorBoard Deployment and Service.
@@ -38,12 +41,13 @@ from dlk8s.job.children import (
     restricted_security_context,
 )
 from dlk8s.job.config import GRPC_SERVER_SCRIPT_KEY
-from dlk8s.job.env import cluster_config, set_env
+from dlk8s.job.env import compact_json, set_env
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
 from dlk8s.job.naming import grpc_server_configmap_name, tensorboard_name
 from dlk8s.job.validation import (
     ReplicaRules,
     objects_with_names_problems,
+    one_of,
     optional_string_problems,
     volume_mounts_problems,
 )
@@ -68,13 +72,26 @@ PS_SERVER_COMPONENT: Final = "ps-grpc-server"
 TENSORBOARD: Final = "tensorboard"
 TENSORBOARD_PORT: Final = 6006
 SERVICE_TYPES: Final = ("ClusterIP", "NodePort", "LoadBalancer")
+# TensorFlow's names for the MASTER's task: the seeds' (the default) and TF2's.
+MASTER_TASK_TYPES: Final = ("master", "chief")
 
 
 def _tf_problems(job: Obj) -> list[str]:
     spec = as_dict(job.get("spec"))
-    return optional_string_problems("spec.tfImage", spec.get("tfImage")) + _tensorboard_problems(
-        spec.get("tensorboard")
+    return (
+        optional_string_problems("spec.tfImage", spec.get("tfImage"))
+        + _tf_config_problems(spec.get("tfConfig"))
+        + _tensorboard_problems(spec.get("tensorboard"))
     )
+
+
+def _tf_config_problems(value: object) -> list[str]:
+    path = "spec.tfConfig"
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        return [f"{path}: must be an object"]
+    return one_of(f"{path}.masterTaskType", value.get("masterTaskType"), MASTER_TASK_TYPES)
 
 
 def _tensorboard_problems(board: object) -> list[str]:
@@ -101,8 +118,33 @@ def runs_default_server(replica: Replica) -> bool:
 # --- TF_CONFIG ---------------------------------------------------------------
 
 
+def master_task_type(job: Obj) -> str:
+    """What TensorFlow calls the MASTER's task: `master` unless the job asks
+    for `chief`. TF2's strategies (MultiWorkerMirroredStrategy,
+    ParameterServerStrategy) refuse a cluster with a `master` job ("Disallowed
+    task type"), while tf.compat.v1 programs written for the seeds look for
+    `master`: the job says which kind of program it runs."""
+    value = dig(job, "spec", "tfConfig", "masterTaskType")
+    return value if value in MASTER_TASK_TYPES else MASTER_TASK_TYPES[0]
+
+
+def task_type(ctx: JobContext, role: str) -> str:
+    """TensorFlow's job name of a role: lower case, the MASTER's as chosen."""
+    return master_task_type(ctx.job) if role == MASTER else role.lower()
+
+
+def tf_cluster(ctx: JobContext) -> dict[str, list[str]]:
+    """TF_CONFIG's "cluster": task type -> addresses by index, empty roles left out."""
+    return {task_type(ctx, role.upper()): hosts for role, hosts in cluster_spec(ctx).items()}
+
+
 def tf_config(ctx: JobContext, slot: Slot) -> str:
-    return cluster_config(ctx, slot, environment="cloud")
+    """{"cluster": ..., "environment": "cloud", "task": {"type", "index"}} as
+    compact JSON with sorted keys, so a job always yields identical pods; the
+    cluster is serialized once per pass (every pod repeats it)."""
+    cluster = ctx.remember("tf_cluster", lambda: compact_json(tf_cluster(ctx)))
+    task = compact_json({"type": task_type(ctx, slot.role), "index": slot.index})
+    return f'{{"cluster":{cluster},"environment":"cloud","task":{task}}}'
 
 
 def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
@@ -129,10 +171,12 @@ def grpc_server_args(ctx: JobContext, slot: Slot) -> list[str]:
     --cluster_spec lists the jobs separated by ";", each as its name, "|" and
     its hosts separated by ",", e.g.
     master|j-master-0.ns.svc:2222;ps|j-ps-0.ns.svc:2222,j-ps-1.ns.svc:2222
-    (the script also reads TF_CONFIG, which the container gets as well).
+    (the script also reads TF_CONFIG, which the container gets as well). The
+    names are TF_CONFIG's, so the MASTER is `chief` there too when asked.
     """
-    jobs = ctx.remember("grpc_cluster_spec", lambda: _cluster_flag(cluster_spec(ctx)))
-    return [f"--cluster_spec={jobs}", f"--job_name={slot.role.lower()}", f"--task_id={slot.index}"]
+    jobs = ctx.remember("grpc_cluster_spec", lambda: _cluster_flag(tf_cluster(ctx)))
+    job_name = task_type(ctx, slot.role)
+    return [f"--cluster_spec={jobs}", f"--job_name={job_name}", f"--task_id={slot.index}"]
 
 
 def _cluster_flag(cluster: dict[str, list[str]]) -> str:
