@@ -139,7 +139,11 @@ def env_of(container: dict[str, Any]) -> dict[str, str]:
 
 
 def container(pod: dict[str, Any], name: str = "tensorflow") -> dict[str, Any]:
-    return next(c for c in pod["spec"]["containers"] if c["name"] == name)
+    """A container of the pod by name, native sidecars (init containers) included."""
+    spec = pod["spec"]
+    return next(
+        c for c in [*spec["containers"], *spec.get("initContainers", [])] if c["name"] == name
+    )
 
 
 def services_of(cluster: LocalCluster, namespace: str, job: str) -> dict[str, dict[str, Any]]:

@@ -94,7 +94,10 @@ def test_redis_in_the_master_pod(cluster: LocalCluster, namespace: str) -> None:
     apply(cluster, namespace, example("caffe2job-redis-in-master.yaml"))
     pods = wait_for_pods(cluster, namespace, IN_MASTER, IN_MASTER_PODS)
     master = pods[f"{IN_MASTER}-master-0"]
-    assert [c["name"] for c in master["spec"]["containers"]] == ["caffe2", "redis"]
+    # redis is a native sidecar: it stops when caffe2 ends, and the pod completes.
+    assert [c["name"] for c in master["spec"]["containers"]] == ["caffe2"]
+    sidecars = master["spec"]["initContainers"]
+    assert [(c["name"], c["restartPolicy"]) for c in sidecars] == [("redis", "Always")]
     redis = container(master, "redis")
     assert redis["command"][:3] == ["redis-server", "--port", "6379"]
     assert [p["containerPort"] for p in redis["ports"]] == [6379]

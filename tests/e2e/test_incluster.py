@@ -302,7 +302,7 @@ def test_the_redis_the_operator_adds_is_the_configured_image_and_serves(
     pod = wait_until(
         lambda: get_or_none(cluster, "pod", master, "-n", ns), timeout=60, what="the MASTER pod"
     )
-    redis = next(c for c in pod["spec"]["containers"] if c["name"] == "redis")
+    redis = next(c for c in pod["spec"]["initContainers"] if c["name"] == "redis")
     assert redis["image"] == "localhost/dlk8s/runtime:local"
     status = wait_for_phase(cluster, ns, "Caffe2Job", job, "Done", timeout=120)
     assert status["state"] == "Succeeded", status

@@ -14,6 +14,7 @@ from dlk8s.autoscaler.plan import (
     Node,
     Pod,
     Taint,
+    Toleration,
     job_from_manifest,
     node_from_manifest,
     plan,
@@ -561,3 +562,30 @@ def test_malformed_objects_never_raise() -> None:
         assert job_from_manifest(junk) is None
         assert node_from_manifest(junk) is None
         assert pod_from_manifest(junk) is None
+
+
+# --- where a job's pods may go ---------------------------------------------------------
+
+REAL = {"dlk8s.io/real-node": "true"}
+REAL_TAINT = Taint("dlk8s.io/real-node", "", "NoSchedule")
+TOLERATE_REAL = (Toleration("dlk8s.io/real-node", "Exists", "", "NoSchedule"),)
+
+
+def pinned_trainers(j: ElasticJob, *nodes: str) -> list[Pod]:
+    """Trainers whose namespace pins them to the real node (selector and
+    toleration come from admission plugins, not from the job's spec)."""
+    return [
+        dataclasses.replace(p, node_selector=REAL, tolerations=TOLERATE_REAL)
+        for p in trainer_pods(j, *nodes)
+    ]
+
+
+def test_growth_only_counts_the_nodes_the_jobs_pods_may_use() -> None:
+    # Three trainers of 0.6 CPU fill the 2-CPU real node; the big node has
+    # room, but the job's pods may not go there: a fourth would stay Pending.
+    a = job("a", 1, 4, 3, res(0.6, 0.1))
+    nodes = [node("real", cpu=2, gpu=0, labels=REAL, taints=(REAL_TAINT,)), node("big", cpu=32)]
+    assert targets(plan(nodes, pinned_trainers(a, "real", "real", "real"), [a])) == {}
+    # ...while the room that node has is still used.
+    b = job("b", 1, 4, 1, res(0.6, 0.1))
+    assert targets(plan(nodes, pinned_trainers(b, "real"), [b])) == {"b": 3}

@@ -69,6 +69,15 @@ def container(pod: dict[str, Any], name: str = "caffe2") -> dict[str, Any]:
     return found
 
 
+def sidecar(pod: dict[str, Any], name: str = "redis") -> dict[str, Any]:
+    [found] = [c for c in pod["spec"].get("initContainers", []) if c["name"] == name]
+    return found
+
+
+def redis_command(port: int) -> list[str]:
+    return ["redis-server", "--port", str(port), "--protected-mode", "no", "--save", ""]
+
+
 def env(pod: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in container(pod).get("env", [])}
 
@@ -165,11 +174,15 @@ def test_redis_in_master_example_adds_the_redis_container_and_its_service() -> N
         [("Pod", p) for p in pods] + [("Service", p) for p in pods] + [("Service", REDIS_SERVICE)]
     )
     master = made[("Pod", f"{IN_MASTER}-master-0")]
-    assert [c["name"] for c in master["spec"]["containers"]] == ["caffe2", "redis"]
-    assert container(master, "redis") == {
+    # A native sidecar: up before caffe2 starts, stopped by the kubelet once
+    # caffe2 has exited, so the pod completes and is kept for its log.
+    assert [c["name"] for c in master["spec"]["containers"]] == ["caffe2"]
+    assert [c["name"] for c in master["spec"]["initContainers"]] == ["redis"]
+    assert sidecar(master) == {
         "name": "redis",
         "image": "redis:7.2-alpine",
-        "command": ["redis-server", "--port", "6379", "--protected-mode", "no"],
+        "command": redis_command(6379),
+        "restartPolicy": "Always",
         "ports": [{"name": "redis", "containerPort": 6379, "protocol": "TCP"}],
         "securityContext": {
             "allowPrivilegeEscalation": False,
@@ -181,6 +194,7 @@ def test_redis_in_master_example_adds_the_redis_container_and_its_service() -> N
     }
     for worker in pods[1:]:
         assert [c["name"] for c in made[("Pod", worker)]["spec"]["containers"]] == ["caffe2"]
+        assert "initContainers" not in made[("Pod", worker)]["spec"]
     service = made[("Service", REDIS_SERVICE)]
     assert service["metadata"]["labels"]["dlk8s.io/replica-type"] == "master"
     assert service["spec"] == {
@@ -205,7 +219,7 @@ def test_the_redis_image_is_the_controller_configs() -> None:
         if isinstance(a, Create) and a.obj["kind"] == "Pod"
     }
     master = pods[f"{IN_MASTER}-master-0"]
-    assert container(master, "redis")["image"] == "mirror.local/redis:7.2"
+    assert sidecar(master)["image"] == "mirror.local/redis:7.2"
 
 
 def test_redis_in_master_example_shards_count_the_master_first() -> None:
@@ -245,13 +259,7 @@ def test_redis_in_master_on_another_port_and_with_the_users_own_server() -> None
     job = caffe2job({"MASTER": 1, "WORKER": 1}, backendType="redis", redisPort=7000)
     made = children(job)
     master = made[("Pod", "j-master-0")]
-    assert container(master, "redis")["command"] == [
-        "redis-server",
-        "--port",
-        "7000",
-        "--protected-mode",
-        "no",
-    ]
+    assert sidecar(master)["command"] == redis_command(7000)
     assert made[("Service", "j-redis")]["spec"]["ports"][0]["port"] == 7000
     assert env(made[("Pod", "j-worker-0")])["REDIS_PORT"] == "7000"
     assert env(made[("Pod", "j-worker-0")])["REDIS_HOST"] == "j-redis.ns.svc"
@@ -261,6 +269,25 @@ def test_redis_in_master_on_another_port_and_with_the_users_own_server() -> None
     master = children(job)[("Pod", "j-master-0")]
     assert master["spec"]["containers"][1] == own
     assert [c["name"] for c in master["spec"]["containers"]] == ["caffe2", "redis"]
+    assert "initContainers" not in master["spec"]
+
+
+def test_a_redis_init_container_of_the_template_is_kept_and_ours_goes_after_the_others() -> None:
+    job = caffe2job({"MASTER": 1, "WORKER": 1}, backendType="redis")
+    template = job["spec"]["replicaSpecs"][0]["template"]["spec"]
+    first = {"name": "fetch", "image": "busybox", "command": ["true"]}
+    template["initContainers"] = [first]
+    master = children(job)[("Pod", "j-master-0")]
+    # The template's init containers run first; the server is up before caffe2.
+    assert [c["name"] for c in master["spec"]["initContainers"]] == ["fetch", "redis"]
+    assert master["spec"]["initContainers"][0] == first
+    own = {"name": "redis", "image": "mirror.local/redis:7", "restartPolicy": "Always"}
+    template["initContainers"] = [own]
+    master = children(job)[("Pod", "j-master-0")]
+    assert master["spec"]["initContainers"] == [own]
+    assert [c["name"] for c in master["spec"]["containers"]] == ["caffe2"]
+    # The job's own spec is never changed.
+    assert template["initContainers"] == [own]
 
 
 def test_a_job_without_a_role_field_is_all_workers() -> None:
@@ -358,7 +385,25 @@ def test_the_masters_success_ends_the_job_and_cleanup_removes_the_redis_service(
 def test_the_masters_caffe2_container_decides_while_redis_still_runs() -> None:
     world = running(seed("caffe2job-redis-in-master.yaml"))
     master = f"{IN_MASTER}-master-0"
+    # How the kubelet reports it between caffe2's exit and the sidecar's stop.
     world.pod(master)["status"] = {
+        "phase": "Running",
+        "initContainerStatuses": [{"name": "redis", "state": {"running": {}}}],
+        "containerStatuses": [{"name": "caffe2", "state": {"terminated": {"exitCode": 0}}}],
+    }
+    result = world.step()
+    assert result.status["state"] == "Succeeded"
+    # The kubelet stops the sidecar itself: the MASTER pod is kept for its log.
+    assert master not in deletes(result, "Pod")
+    assert deletes(result, "Pod") == [f"{IN_MASTER}-worker-0", f"{IN_MASTER}-worker-1"]
+
+
+def test_a_redis_of_the_users_own_as_a_plain_container_is_stopped_at_cleanup() -> None:
+    job = caffe2job({"MASTER": 1, "WORKER": 1}, backendType="redis")
+    own = {"name": "redis", "image": "mirror.local/redis:7"}
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"].append(own)
+    world = running(job)
+    world.pod("j-master-0")["status"] = {
         "phase": "Running",
         "containerStatuses": [
             {"name": "caffe2", "state": {"terminated": {"exitCode": 0}}},
@@ -367,8 +412,8 @@ def test_the_masters_caffe2_container_decides_while_redis_still_runs() -> None:
     }
     result = world.step()
     assert result.status["state"] == "Succeeded"
-    # Still running (redis), so cleanPodPolicy Running stops it.
-    assert master in deletes(result, "Pod")
+    # Nothing else would ever stop it: cleanPodPolicy Running does.
+    assert "j-master-0" in deletes(result, "Pod")
 
 
 def test_with_a_master_failed_workers_are_recreated_and_do_not_decide() -> None:

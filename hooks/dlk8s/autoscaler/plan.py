@@ -327,6 +327,11 @@ class _JobState:
     frozen: bool
     shrunk: bool = False
     reason: str = ""
+    # A pod of the job whose node selector and tolerations a trainer not
+    # created yet will have too (they come from the namespace's admission
+    # plugins, not from the PaddleJob's spec): growth must fit them, not
+    # just any node's room. None while the job has no pod.
+    model: Pod | None = None
 
     @property
     def fulfillment(self) -> float:
@@ -531,8 +536,11 @@ def _account(sim: _Simulation, pods: Sequence[Pod], elastic: Mapping[str, Elasti
     """Take the room of every bound pod that stays; record each elastic job's
     trainers. Returns the pods still waiting for a node."""
     trainers: dict[str, dict[int, Pod]] = {uid: {} for uid in elastic}
+    models: dict[str, Pod] = {}
     unbound: list[Pod] = []
     for pod in pods:
+        if pod.owner_uid in elastic and (pod.role == _TRAINER_ROLE or pod.owner_uid not in models):
+            models[pod.owner_uid] = pod
         job = elastic.get(pod.owner_uid) if pod.role == _TRAINER_ROLE else None
         if job is not None and pod.index >= 0:
             trainers[job.uid][pod.index] = pod
@@ -544,6 +552,7 @@ def _account(sim: _Simulation, pods: Sequence[Pod], elastic: Mapping[str, Elasti
             sim.take(pod.node, pod.requests)
     for uid, job in elastic.items():
         sim.jobs[uid] = _job_state(sim, job, trainers[uid])
+        sim.jobs[uid].model = models.get(uid)
     return unbound
 
 
@@ -581,13 +590,15 @@ def _pending(sim: _Simulation, unbound: Sequence[Pod]) -> tuple[list[list[Pod]],
             elif not state.job.running:
                 # A job about to start. (A running job's missing trainer has
                 # ended, or its pod is being recreated: pending, next pass.)
-                groups.setdefault(uid, []).append(_unborn_trainer(state.job, index))
+                groups.setdefault(uid, []).append(_unborn_trainer(state, index))
     ordered = sorted(groups.values(), key=lambda g: (min(p.created for p in g), g[0].key))
     return ordered, sorted(growing, key=lambda g: (g.state.job.key, g.index))
 
 
-def _unborn_trainer(job: ElasticJob, index: int) -> Pod:
-    """A minimum trainer the operator is about to create, as a pending pod."""
+def _unborn_trainer(state: _JobState, index: int) -> Pod:
+    """A trainer the operator is about to create, as a pending pod placed
+    where the job's other pods may go."""
+    job, model = state.job, state.model
     namespace, _, name = job.key.partition("/")
     return Pod(
         namespace=namespace,
@@ -598,6 +609,8 @@ def _unborn_trainer(job: ElasticJob, index: int) -> Pod:
         role=_TRAINER_ROLE,
         index=index,
         created=job.created,
+        node_selector=model.node_selector if model else {},
+        tolerations=model.tolerations if model else (),
     )
 
 
@@ -649,7 +662,7 @@ def _place_growing(sim: _Simulation, growing: Sequence[_Growing]) -> None:
         state = item.state
         if item.index >= state.target:
             continue  # given back already, with a lower one
-        placed = sim.place_all([item.pod or _unborn_trainer(state.job, item.index)])
+        placed = sim.place_all([item.pod or _unborn_trainer(state, item.index)])
         if placed is not None:
             state.slots[item.index] = placed[0][0]
             continue
@@ -774,7 +787,7 @@ def _grow(sim: _Simulation) -> None:
         for state in candidates:
             if not sim.within_bound(state.job.trainer):
                 continue
-            node = sim.best_node(state.job.trainer)
+            node = sim.best_node(state.job.trainer, _unborn_trainer(state, state.target))
             if node is None:
                 continue
             sim.grow(state, node, "")

@@ -3,8 +3,9 @@
 An optional MASTER and WORKER shards, each with a headless Service. The
 shards find each other through a rendezvous backend (spec.backendSpecs):
 - redis on an existing server (redisHost, redisPort);
-- redis without a host: the operator adds a `redis` container to the MASTER
-  pod and a Service `{job}-redis` in front of it, and points every shard at
+- redis without a host: the operator adds a `redis` server to the MASTER
+  pod, as a native sidecar (an init container with restartPolicy Always),
+  and a Service `{job}-redis` in front of it, and points every shard at
   that Service;
 - nfs: a directory every shard shares (nfsPath); with nfsServer and
   nfsServerPath the operator mounts that export there in every shard,
@@ -62,7 +63,8 @@ NFS: Final = "nfs"
 BACKEND_TYPES: Final = (REDIS, NFS)
 DEFAULT_REDIS_PORT: Final = 6379
 # The server the operator adds to the MASTER pod. A MASTER template with a
-# container named `redis` keeps its own instead (another image, resources).
+# container (or init container) named `redis` keeps its own instead
+# (another image, resources).
 REDIS_CONTAINER: Final = "redis"
 REDIS_USER: Final = 999  # redis in the official images
 NFS_VOLUME: Final = "dlk8s-caffe2-rendezvous"
@@ -226,9 +228,9 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
     for container in mains:
         set_env(container, values)
     runs_redis = slot.role == MASTER and settings.redis_in_master
-    if runs_redis and not containers_named(spec, REDIS_CONTAINER):
+    if runs_redis and not _has_container(spec, REDIS_CONTAINER):
         redis = _redis(settings.redis_port, ctx.config.redis_image)
-        spec["containers"] = [*as_list(spec.get("containers")), redis]
+        spec["initContainers"] = [*as_list(spec.get("initContainers")), redis]
     if settings.type == NFS and settings.nfs_server:
         _mount_nfs(spec, mains, settings)
     return pod
@@ -246,14 +248,35 @@ def _mount_nfs(spec: Obj, containers: list[Obj], settings: Backend) -> None:
             container["volumeMounts"] = [*as_list(container.get("volumeMounts")), mount]
 
 
+def _has_container(spec: Obj, name: str) -> bool:
+    return any(
+        isinstance(c, dict) and c.get("name") == name
+        for key in ("containers", "initContainers")
+        for c in as_list(spec.get(key))
+    )
+
+
 def _redis(port: int, image: str) -> Obj:
     """The redis server beside the MASTER; its image is the controller
-    config's images.redis (the chart's config.images.redis)."""
+    config's images.redis (the chart's config.images.redis).
+
+    A native sidecar (Kubernetes 1.29+, the chart's minimum): it starts
+    before the MASTER's containers, so the shards never find the rendezvous
+    down while the MASTER runs, and the kubelet stops it once they have
+    exited. As a plain container it kept the pod Running after `caffe2` had
+    ended, so cleanPodPolicy Running deleted the MASTER pod, and its log
+    with it, while every other finished pod is kept for its log.
+    """
     return {
         "name": REDIS_CONTAINER,
         "image": image,
         # Protected mode would refuse the other pods: there is no password.
-        "command": ["redis-server", "--port", str(port), "--protected-mode", "no"],
+        # --save "": a rendezvous needs no snapshot, and with the default
+        # save points redis 7 snapshots on SIGTERM, and where it may not
+        # write (a read-only root, an image whose working directory is not
+        # its user's) refuses to stop until it is killed a grace period later.
+        "command": ["redis-server", "--port", str(port), "--protected-mode", "no", "--save", ""],
+        "restartPolicy": "Always",
         "ports": [{"name": REDIS, "containerPort": port, "protocol": "TCP"}],
         # The image's own redis user, which owns its working directory /data.
         "securityContext": restricted_security_context(REDIS_USER),
