@@ -48,13 +48,17 @@ unit: tools ## unit tests (no cluster)
 # tests skip, which CI (root) counts as failures.
 E2E_IMAGES := $(if $(filter 0,$(shell id -u)),images,)
 
+# Two processes: the real-node modules in one, the kwok ones in the other
+# (tests/e2e/conftest.py), the unit tests wherever there is room.
+PYTEST_GROUPS := -n 2 --dist loadgroup
+
 .PHONY: e2e
 e2e: tools $(E2E_IMAGES) ## end-to-end tests on the local control plane
-	$(PYTEST) tests/e2e
+	$(PYTEST) $(PYTEST_GROUPS) tests/e2e
 
 .PHONY: test
 test: lint chart-unittest $(E2E_IMAGES) ## everything CI checks
-	$(PYTEST) tests
+	$(PYTEST) $(PYTEST_GROUPS) tests
 
 # DEMO_ARGS=--kwok: kwok's nodes only, where a real node cannot run.
 .PHONY: demo

@@ -12,11 +12,25 @@ from dlk8s_dev.localdeploy import Install, OperatorProcess, install_chart
 
 from .helpers import temporary_namespace
 
+# The modules that run containers on a real node. Under `pytest -n 2
+# --dist loadgroup` (make test) they run in one process and the kwok ones
+# in the other: each group shares its session clusters, and the two wait
+# on different things (containers, TensorFlow; kwok's and our timers).
+REAL_NODE_MODULES = frozenset(
+    {"test_demo", "test_gpu_drivers", "test_incluster", "test_realnode", "test_train_tf"}
+)
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
+            group = (
+                "realnode"
+                if item.module.__name__.rsplit(".", 1)[-1] in REAL_NODE_MODULES
+                else "kwok"
+            )
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
