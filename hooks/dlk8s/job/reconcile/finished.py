@@ -90,9 +90,9 @@ def finished_state(job: JobView) -> tuple[str, str]:
 def cleanup_targets(job: JobView, owned: Observed) -> list[tuple[Obj, tuple[str, str]]]:
     """What cleanPodPolicy removes once the job has finished.
 
-    Running: pods in which anything still runs (a pod whose containers have
-    all ended stays for `kubectl logs`; a sidecar still up, such as a Caffe2
-    MASTER's redis, keeps its pod a target), and every replica's Service
+    Running: pods in which a container still runs (a pod whose containers
+    have all ended stays for `kubectl logs`; native sidecars, such as a
+    Caffe2 MASTER's redis, are the kubelet's to stop), and every replica's Service
     (nothing is left to reach through them). All: every child, TensorBoard
     and ConfigMaps included. None: nothing. TensorBoard stays under Running
     and None: users look at the results after training; it goes with the job.
