@@ -312,8 +312,32 @@ def test_the_redis_the_operator_adds_is_the_configured_image_and_serves(
 def test_helm_uninstall_leaves_the_crds_and_the_jobs(installed: HelmInstall) -> None:
     cluster, ns = installed.cluster, installed.namespace
     helm = installed.helm
+    # A job of its own, so as not to depend on what the tests before left
+    # (under pytest-xdist a module fixture may be set up afresh); suspended,
+    # so that it runs nothing.
+    kept = {
+        "apiVersion": "dlk8s.io/v1alpha1",
+        "kind": "TFJob",
+        "metadata": {"name": "kept", "namespace": ns},
+        "spec": {
+            "runPolicy": {"suspend": True},
+            "replicaSpecs": [
+                {
+                    "replicas": 1,
+                    "tfReplicaType": "MASTER",
+                    "template": {
+                        "spec": {
+                            "containers": [{"name": "tensorflow", "image": BASE_IMAGE}],
+                            "restartPolicy": "Never",
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(kept))
     jobs_before = {j["metadata"]["name"] for j in get_json(cluster, "tfjobs", "-n", ns)["items"]}
-    assert jobs_before, "the test before left a finished job to keep"
+    assert "kept" in jobs_before
     cluster.helm("uninstall", installed.release, "-n", ns, "--wait", helm=helm)
     assert not get_json(cluster, "deployments", "-n", ns)["items"]
     for crd in CRDS:
