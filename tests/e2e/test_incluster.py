@@ -192,6 +192,30 @@ def test_helm_test_runs_the_smoke_job_on_the_real_node(installed: HelmInstall) -
     assert all(j["metadata"].get("deletionTimestamp") for j in smoke), smoke
 
 
+def one_master_tfjob(
+    name: str,
+    namespace: str,
+    container: dict[str, Any] | None = None,
+    run_policy: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A TFJob of one MASTER on the base image; `container` adds to its container."""
+    main = {"name": "tensorflow", "image": BASE_IMAGE, **(container or {})}
+    master = {
+        "replicas": 1,
+        "tfReplicaType": "MASTER",
+        "template": {"spec": {"containers": [main], "terminationGracePeriodSeconds": 1}},
+    }
+    spec: dict[str, Any] = {"replicaSpecs": [master]}
+    if run_policy:
+        spec["runPolicy"] = run_policy
+    return {
+        "apiVersion": "dlk8s.io/v1alpha1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
 def test_a_new_operator_pod_takes_over_and_runs_a_job_submitted_meanwhile(
     installed: HelmInstall,
 ) -> None:
@@ -199,31 +223,8 @@ def test_a_new_operator_pod_takes_over_and_runs_a_job_submitted_meanwhile(
     old = the_operator_pod(installed)["metadata"]["name"]
     cluster.kubectl("delete", "pod", old, "-n", ns, "--wait=false")
     job = f"meanwhile-{installed.helm}"
-    manifest = {
-        "apiVersion": "dlk8s.io/v1alpha1",
-        "kind": "TFJob",
-        "metadata": {"name": job, "namespace": ns},
-        "spec": {
-            "replicaSpecs": [
-                {
-                    "replicas": 1,
-                    "tfReplicaType": "MASTER",
-                    "template": {
-                        "spec": {
-                            "containers": [
-                                {
-                                    "name": "tensorflow",
-                                    "image": BASE_IMAGE,
-                                    "command": ["python3", "-c", PRINT_TASK],
-                                }
-                            ],
-                            "terminationGracePeriodSeconds": 1,
-                        }
-                    },
-                }
-            ]
-        },
-    }
+    command = ["python3", "-c", PRINT_TASK]
+    manifest = one_master_tfjob(job, ns, {"command": command})
     cluster.kubectl("apply", "-f", "-", input=json.dumps(manifest))
 
     def new_leader() -> str:
@@ -315,26 +316,7 @@ def test_helm_uninstall_leaves_the_crds_and_the_jobs(installed: HelmInstall) -> 
     # A job of its own, so as not to depend on what the tests before left
     # (under pytest-xdist a module fixture may be set up afresh); suspended,
     # so that it runs nothing.
-    kept = {
-        "apiVersion": "dlk8s.io/v1alpha1",
-        "kind": "TFJob",
-        "metadata": {"name": "kept", "namespace": ns},
-        "spec": {
-            "runPolicy": {"suspend": True},
-            "replicaSpecs": [
-                {
-                    "replicas": 1,
-                    "tfReplicaType": "MASTER",
-                    "template": {
-                        "spec": {
-                            "containers": [{"name": "tensorflow", "image": BASE_IMAGE}],
-                            "restartPolicy": "Never",
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    kept = one_master_tfjob("kept", ns, run_policy={"suspend": True})
     cluster.kubectl("apply", "-f", "-", input=json.dumps(kept))
     jobs_before = {j["metadata"]["name"] for j in get_json(cluster, "tfjobs", "-n", ns)["items"]}
     assert "kept" in jobs_before
