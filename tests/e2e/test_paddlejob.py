@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from dlk8s.job.kinds.paddlejob import LAUNCHER
 from dlk8s.job.resources import from_list, pod_requests
 from dlk8s_dev.localcluster import LocalCluster, NodeSpec, leftover_processes, missing_tools
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
@@ -75,10 +76,12 @@ def test_edl_example_makes_the_right_pods_and_variables(
         "PADDLE_INIT_TRAINER_COUNT": "1",
         "PADDLE_INIT_USE_GPU": "0",
         "DLK8S_TRAINERS_FILE": "/etc/dlk8s/trainers",
+        "PADDLE_TRAINING_ROLE": "TRAINER",
         "NAMESPACE": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}},
         "POD_IP": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}},
     }
-    assert trainer["spec"]["containers"][0]["command"] == ["paddle_k8s", "start_new_trainer"]
+    command = trainer["spec"]["containers"][0]["command"]
+    assert command == ["sh", "-c", LAUNCHER, "paddle_k8s", "start_new_trainer"]
     assert trainer["spec"]["containers"][0]["resources"]["requests"] == {
         "cpu": "200m",
         "memory": "200Mi",

@@ -373,8 +373,9 @@ def test_the_masters_success_ends_the_job_and_cleanup_removes_the_redis_service(
     world = running(seed("caffe2job-redis-in-master.yaml"))
     assert world.job["status"]["phase"] == "Running"
     world.exit(f"{IN_MASTER}-master-0", 0, container="caffe2")
+    assert world.step().status["state"] == "Succeeded"
+    world.past_cleanup_grace()
     result = world.step()
-    assert result.status["state"] == "Succeeded"
     assert deletes(result, "Pod") == [f"{IN_MASTER}-worker-0", f"{IN_MASTER}-worker-1"]
     assert REDIS_SERVICE in deletes(result, "Service")
     world.settle()
@@ -391,8 +392,9 @@ def test_the_masters_caffe2_container_decides_while_redis_still_runs() -> None:
         "initContainerStatuses": [{"name": "redis", "state": {"running": {}}}],
         "containerStatuses": [{"name": "caffe2", "state": {"terminated": {"exitCode": 0}}}],
     }
+    assert world.step().status["state"] == "Succeeded"
+    world.past_cleanup_grace()
     result = world.step()
-    assert result.status["state"] == "Succeeded"
     # The kubelet stops the sidecar itself: the MASTER pod is kept for its log.
     assert master not in deletes(result, "Pod")
     assert deletes(result, "Pod") == [f"{IN_MASTER}-worker-0", f"{IN_MASTER}-worker-1"]
@@ -410,10 +412,10 @@ def test_a_redis_of_the_users_own_as_a_plain_container_is_stopped_at_cleanup() -
             {"name": "redis", "state": {"running": {}}},
         ],
     }
-    result = world.step()
-    assert result.status["state"] == "Succeeded"
+    assert world.step().status["state"] == "Succeeded"
+    world.past_cleanup_grace()
     # Nothing else would ever stop it: cleanPodPolicy Running does.
-    assert "j-master-0" in deletes(result, "Pod")
+    assert "j-master-0" in deletes(world.step(), "Pod")
 
 
 def test_with_a_master_failed_workers_are_recreated_and_do_not_decide() -> None:
@@ -445,6 +447,7 @@ def test_without_a_master_the_job_succeeds_when_every_worker_has() -> None:
     succeeded = condition(result.status, "Succeeded")
     assert succeeded is not None
     assert succeeded["message"].startswith("all 2 WORKER pods succeeded")
+    world.past_cleanup_grace()
     world.settle()
     assert world.job["status"]["phase"] == "Done"
     assert world.pods() == ["example-job-worker-0", "example-job-worker-1"]

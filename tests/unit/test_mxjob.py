@@ -241,6 +241,8 @@ def test_scheduler_exit_0_succeeds_and_stops_servers_and_workers() -> None:
     result = world.step()
     assert (result.status["state"], result.status["phase"]) == ("Succeeded", "CleanUp")
     assert condition(result.status, "Succeeded")["status"] == "True"  # type: ignore[index]
+    world.past_cleanup_grace()
+    result = world.step()
     assert deletes(result, "Pod") == ["mx-test-dist-server-0", "mx-test-dist-worker-0"]
     assert deletes(result, "Service") == sorted(LINEAR)
     status = world.step().status

@@ -13,12 +13,25 @@ from typing import Any
 
 from dlk8s.job.actions import Create, Event, Patch
 from dlk8s.job.config import parse_config
-from dlk8s.job.kinds.paddlejob import TrainerDecision, scale_reason, trainer_count
+from dlk8s.job.kinds.paddlejob import (
+    LAUNCHER,
+    TrainerDecision,
+    scale_reason,
+    trainer_count,
+)
 from dlk8s.job.reconcile import Result
 
 from .worlds import World, creates, deletes, events
 
 CONFIG = parse_config({})
+
+
+def launched(*arguments: str) -> list[str]:
+    """A container command: EDL's paddle_k8s with these arguments where the
+    image has it (the launcher's fallback is tested in test_paddle_launcher)."""
+    return ["sh", "-c", LAUNCHER, "paddle_k8s", *arguments]
+
+
 UID = "0c1d2e3f-0000-4000-8000-0000000000aa"
 
 
@@ -150,8 +163,10 @@ def test_edl_example_trainer_variables() -> None:
         "DLK8S_TRAINERS_FILE": "/etc/dlk8s/trainers",
         **downward,
     }
+    roles = {"trainer": "TRAINER", "pserver": "PSERVER", "master": "MASTER"}
     for name in ("example-trainer-0", "example-trainer-1", "example-pserver-0", "example-master-0"):
-        assert env(pods[name]) == expected, name
+        role = roles[name.split("-")[1]]
+        assert env(pods[name]) == expected | {"PADDLE_TRAINING_ROLE": role}, name
 
 
 def test_edl_example_pods_look_like_edls() -> None:
@@ -160,7 +175,7 @@ def test_edl_example_pods_look_like_edls() -> None:
     container = trainer["spec"]["containers"][0]
     assert container["name"] == "paddle"
     assert container["image"] == "yancey1989/edl-tutorial"
-    assert container["command"] == ["paddle_k8s", "start_new_trainer"]
+    assert container["command"] == launched("start_new_trainer")
     assert [p["containerPort"] for p in container["ports"]] == [7164, 7165]
     assert container["resources"] == {
         "limits": {"cpu": "200m", "memory": "200Mi"},
@@ -170,7 +185,7 @@ def test_edl_example_pods_look_like_edls() -> None:
     assert trainer["spec"]["restartPolicy"] == "Never"
 
     pserver = pods["example-pserver-1"]
-    assert pserver["spec"]["containers"][0]["command"] == ["paddle_k8s", "start_new_pserver"]
+    assert pserver["spec"]["containers"][0]["command"] == launched("start_new_pserver")
     assert pserver["spec"]["containers"][0]["resources"] == {
         "limits": {"cpu": "800m", "memory": "1Gi"},
         "requests": {"cpu": "500m", "memory": "600Mi"},
@@ -181,7 +196,7 @@ def test_edl_example_pods_look_like_edls() -> None:
     names = [c["name"] for c in master["spec"]["containers"]]
     assert names == ["paddle", "etcd"]
     assert master["spec"]["containers"][1]["image"] == "quay.io/coreos/etcd:v3.2.1"
-    assert master["spec"]["containers"][0]["command"] == ["paddle_k8s", "start_master"]
+    assert master["spec"]["containers"][0]["command"] == launched("start_master")
     # EDL's master resources when the job names none.
     assert master["spec"]["containers"][0]["resources"] == {
         "requests": {"cpu": "1", "memory": "500Mi"},
@@ -208,11 +223,12 @@ def test_a_job_that_is_not_fault_tolerant_has_no_master() -> None:
         "example-trainer-2",
     ]
     pods = created_pods(result)
-    assert pods["example-trainer-0"]["spec"]["containers"][0]["command"] == [
-        "paddle_k8s",
-        "start_trainer",
-        "v2",
-    ]
+    assert pods["example-trainer-0"]["spec"]["containers"][0]["command"] == launched(
+        "start_trainer", "v2"
+    )
+    assert pods["example-pserver-0"]["spec"]["containers"][0]["command"] == launched(
+        "start_pserver"
+    )
     assert env(pods["example-trainer-2"])["TRAINER_PACKAGE"] == ""
 
 
@@ -322,6 +338,8 @@ def test_the_job_succeeds_when_every_trainer_has_exited_zero() -> None:
     world.exit("example-trainer-1", 0)
     world.settle()
     assert world.job["status"]["state"] == "Succeeded"
+    world.past_cleanup_grace()
+    world.settle()
     # cleanPodPolicy Running: master and pservers are stopped.
     assert [p for p in world.pods() if "trainer" not in p] == []
 

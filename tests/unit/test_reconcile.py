@@ -14,6 +14,7 @@ import pytest
 from dlk8s.job import naming
 from dlk8s.job.actions import Create, Delete, DeleteJob, Event
 from dlk8s.job.config import parse_config
+from dlk8s.job.reconcile.finished import CLEANUP_GRACE_SECONDS
 
 from .worlds import (
     CONFIG,
@@ -148,6 +149,19 @@ def test_master_exit_0_succeeds_and_cleanup_stops_what_still_runs() -> None:
         "Succeeded",
     )
     assert status["completionTime"] == STAMP
+    assert ("Normal", "Succeeded") in events(result)
+    succeeded = condition(status, "Succeeded")
+    assert succeeded is not None
+    assert succeeded["status"] == "True"
+    assert condition(status, "Running")["status"] == "False"  # type: ignore[index]
+    # The pods that still run get the grace to end by themselves first.
+    assert deletes(result) == []
+    assert result.requeue_after == pytest.approx(CLEANUP_GRACE_SECONDS)
+    world.later(CLEANUP_GRACE_SECONDS - 1)
+    assert world.step().requeue_after == pytest.approx(1)
+    world.later(1)
+    result = world.step()
+    assert result.status["phase"] == "CleanUp"
     # cleanPodPolicy Running: the finished master stays, the rest goes, with
     # every replica's Service; the gRPC ConfigMap is left to the GC.
     assert deletes(result, "Pod") == [
@@ -157,11 +171,7 @@ def test_master_exit_0_succeeds_and_cleanup_stops_what_still_runs() -> None:
     ]
     assert deletes(result, "Service") == sorted(PODS)
     assert deletes(result, "ConfigMap") == []
-    assert ("Normal", "Succeeded") in events(result)
-    succeeded = condition(status, "Succeeded")
-    assert succeeded is not None
-    assert succeeded["status"] == "True"
-    assert condition(status, "Running")["status"] == "False"  # type: ignore[index]
+    assert events(result) == [("Normal", "SuccessfulDelete")] * 7
 
     status = world.step().status
     assert (status["state"], status["phase"]) == ("Succeeded", "Done")
@@ -182,8 +192,55 @@ def test_cleanup_keeps_an_ended_master_whose_phase_still_says_running(code: int)
     world.exit("example-job-master-0", code, phase="Running")
     result = world.step()
     assert result.status["state"] == ("Succeeded" if code == 0 else "Failed")
-    assert "example-job-master-0" not in deletes(result, "Pod")
+    deleted = deletes(result, "Pod")
+    world.past_cleanup_grace()
+    deleted += deletes(world.step(), "Pod")
+    assert "example-job-master-0" not in deleted
+    assert len(deleted) == 3
+
+
+def test_a_worker_that_ends_within_the_grace_is_kept_for_its_log() -> None:
+    # MXNet's and Caffe2's replicas end with the deciding pod, but the
+    # kubelet reports each end a moment later: deleting them at the verdict
+    # lost their logs.
+    world = running_world()
+    world.exit("example-job-master-0", 0)
+    assert deletes(world.step()) == []
+    world.later(2)
+    world.exit("example-job-worker-0", 0, phase="Running")
+    assert deletes(world.step()) == []
+    world.later(CLEANUP_GRACE_SECONDS - 2)
+    result = world.step()
+    assert deletes(result, "Pod") == ["example-job-ps-0", "example-job-ps-1"]
+    world.settle()
+    assert world.job["status"]["phase"] == "Done"
+    assert world.pods() == ["example-job-master-0", "example-job-worker-0"]
+
+
+def test_without_a_running_pod_there_is_no_grace_to_wait() -> None:
+    job = tfjob()
+    job["spec"]["replicaSpecs"] = job["spec"]["replicaSpecs"][:1]  # a lone MASTER
+    world = World(job)
+    world.settle()
+    world.run()
+    world.settle()
+    world.exit("example-job-master-0", 0)
+    result = world.step()
+    assert result.status["state"] == "Succeeded"
+    assert (deletes(result, "Pod"), deletes(result, "Service")) == ([], ["example-job-master-0"])
+    assert result.requeue_after is None
+    world.settle()
+    assert world.job["status"]["phase"] == "Done"
+
+
+def test_a_failed_job_stops_what_still_runs_at_once() -> None:
+    # Its peers would wait for the failed pod forever: no grace.
+    world = running_world()
+    world.exit("example-job-master-0", 1)
+    result = world.step()
+    assert result.status["state"] == "Failed"
     assert len(deletes(result, "Pod")) == 3
+    assert result.requeue_after is None
 
 
 def test_cleanup_stops_a_pod_whose_sidecar_still_runs() -> None:
@@ -191,12 +248,16 @@ def test_cleanup_stops_a_pod_whose_sidecar_still_runs() -> None:
     world.exit("example-job-master-0", 0, phase="Running")
     statuses = world.pod("example-job-master-0")["status"]["containerStatuses"]
     statuses.append({"name": "redis", "state": {"running": {}}})
+    world.step()
+    world.past_cleanup_grace()
     assert "example-job-master-0" in deletes(world.step(), "Pod")
 
 
 def test_cleanup_waits_for_terminating_pods_without_deleting_them_again() -> None:
     world = running_world()
     world.exit("example-job-master-0", 0)
+    world.step()
+    world.past_cleanup_grace()
     assert len(deletes(world.step(graceful=True), "Pod")) == 3
     result = world.step()
     assert deletes(result) == []
@@ -289,9 +350,9 @@ def test_master_container_decides_even_while_a_sidecar_runs() -> None:
             {"name": "sidecar", "state": {"running": {}}},
         ],
     }
-    result = world.step()
-    assert result.status["state"] == "Succeeded"
-    assert "example-job-master-0" in deletes(result, "Pod")  # still running: stopped by cleanup
+    assert world.step().status["state"] == "Succeeded"
+    world.past_cleanup_grace()
+    assert "example-job-master-0" in deletes(world.step(), "Pod")  # still running: stopped
 
 
 # --- other replicas ------------------------------------------------------------
@@ -476,6 +537,9 @@ def test_tensorboard_outlives_the_training_under_clean_pod_policy_running() -> N
     assert world.names("Deployment") == ["example-job-tensorboard"]
     world.exit("example-job-master-0", 0)
     world.settle()
+    world.past_cleanup_grace()
+    world.settle()
+    assert world.job["status"]["phase"] == "Done"
     assert world.names("Deployment") == ["example-job-tensorboard"]
     assert world.names("Service") == ["example-job-tensorboard"]
 
@@ -485,9 +549,12 @@ def test_ttl_deletes_the_job_once_it_has_expired() -> None:
     world.exit("example-job-master-0", 0)
     world.settle()
     result = world.reconcile()
-    assert result.requeue_after == pytest.approx(60)
+    assert result.requeue_after == pytest.approx(CLEANUP_GRACE_SECONDS)  # the sooner timer
+    world.past_cleanup_grace()
+    world.settle()
+    assert world.reconcile().requeue_after == pytest.approx(60 - CLEANUP_GRACE_SECONDS)
     assert not world.job_deleted
-    world.later(59)
+    world.later(59 - CLEANUP_GRACE_SECONDS)
     assert world.reconcile().requeue_after == pytest.approx(1)
     world.later(1)
     result = world.step()

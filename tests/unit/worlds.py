@@ -18,6 +18,7 @@ import pytest
 from dlk8s.job.actions import Create, Delete, DeleteJob, events_of
 from dlk8s.job.config import parse_config
 from dlk8s.job.reconcile import Observed, Result, reconcile
+from dlk8s.job.reconcile.finished import CLEANUP_GRACE_SECONDS
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 STAMP = "2026-03-01T12:00:00Z"
@@ -147,6 +148,11 @@ class World:
 
     def later(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
+
+    def past_cleanup_grace(self) -> None:
+        """The time cleanPodPolicy Running lets a job that has succeeded
+        give its running pods to end by themselves has passed."""
+        self.later(CLEANUP_GRACE_SECONDS)
 
 
 def running_world(**spec: Any) -> World:

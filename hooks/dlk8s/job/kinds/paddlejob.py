@@ -15,7 +15,8 @@ itself (there are no pod templates), as EDL's job parser did:
 
 Each pod gets a headless Service `{job}-{role}-{index}`, EDL's command
 (`paddle_k8s start_new_trainer|start_new_pserver|start_master` when fault
-tolerant, `start_trainer v2|start_pserver` otherwise) and EDL's labels
+tolerant, `start_trainer v2|start_pserver` otherwise; on an image without
+paddle_k8s, ENTRY in TRAINER_PACKAGE, see LAUNCHER) and EDL's labels
 (`paddle-job`, `paddle-job-pserver`, `paddle-job-master`), so EDL's images,
 which find their peers through those labels, work unchanged. The main
 container is `paddle` in every role; it decides a pod's outcome.
@@ -358,16 +359,30 @@ def replicas(job: Obj) -> tuple[Replica, ...]:
     return tuple(found)
 
 
+# EDL's launcher, paddle_k8s, where the image has it (EDL's images did). No
+# Paddle image since EDL's carries it, and there the pods failed at once
+# ("paddle_k8s": executable file not found); so without it a pod runs what
+# paddle_k8s ran in a trainer, ENTRY in TRAINER_PACKAGE, in every role:
+# PADDLE_TRAINING_ROLE says which, as one Paddle program serves every role.
+LAUNCHER: Final = (
+    'if command -v paddle_k8s >/dev/null 2>&1; then exec paddle_k8s "$@"; fi; '
+    'cd "${TRAINER_PACKAGE:-.}" && exec sh -c "$ENTRY"'
+)
+LAUNCHER_NAME: Final = "paddle_k8s"  # $0 of the launcher's shell
+ROLE_VARIABLE: Final = "PADDLE_TRAINING_ROLE"
+
+
 def _command(job: Obj, role: str) -> list[str]:
+    return ["sh", "-c", LAUNCHER, LAUNCHER_NAME, *_edl_arguments(job, role)]
+
+
+def _edl_arguments(job: Obj, role: str) -> list[str]:
+    """paddle_k8s's arguments for a role, as EDL's job parser chose them."""
     if role == MASTER:
-        return ["paddle_k8s", "start_master"]
+        return ["start_master"]
     if _fault_tolerant(job):
-        return ["paddle_k8s", "start_new_trainer" if role == TRAINER else "start_new_pserver"]
-    return (
-        ["paddle_k8s", "start_trainer", "v2"]
-        if role == TRAINER
-        else ["paddle_k8s", "start_pserver"]
-    )
+        return ["start_new_trainer" if role == TRAINER else "start_new_pserver"]
+    return ["start_trainer", "v2"] if role == TRAINER else ["start_pserver"]
 
 
 def _job_ports(job: Obj) -> list[Obj]:
@@ -485,6 +500,7 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
         for etcd in containers_named(pod["spec"], ETCD_CONTAINER):
             etcd["image"] = ctx.config.etcd_image
     values = dict(ctx.remember("paddle_env", lambda: paddle_env(ctx)))
+    values[ROLE_VARIABLE] = slot.role
     for container in containers_named(pod["spec"], CONTAINER):
         set_env(container, values)
         # Downward-API values go after the plain ones, as EDL listed them.

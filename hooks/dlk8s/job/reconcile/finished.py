@@ -34,6 +34,16 @@ from dlk8s.job.reconcile.view import (
     valid_time,
 )
 
+# Under cleanPodPolicy Running, how long a job that has succeeded lets the
+# pods that still run end by themselves before they are deleted. Replicas
+# often end together with the deciding one (MXNet's servers and workers with
+# its scheduler, Caffe2's shards with their MASTER), but the kubelet reports
+# each end a moment later: deleting them at once lost the logs of pods that
+# had finished their work. Pods that never end by themselves (a PS) go when
+# the grace is over. A failed job's pods are deleted at once: its peers
+# would wait for the failed one forever.
+CLEANUP_GRACE_SECONDS = 10.0
+
 
 def is_finished(job: JobView) -> bool:
     return job.prev.get("state") in (State.SUCCEEDED, State.FAILED) or any(
@@ -61,8 +71,10 @@ def finish(
         state, reason = finished_state(job)
         status["completionTime"] = valid_time(job.prev.get("completionTime")) or job.stamp
     targets = cleanup_targets(job, owned)
+    # Services wait with the pods: a replica that is ending may still use them.
+    grace = grace_left(job, state, status) if any(k == POD for _, k in targets) else 0.0
     why = f"the job has finished (cleanPodPolicy {job.policy.clean_pod_policy})"
-    for obj, api_kind in targets:
+    for obj, api_kind in () if grace else targets:
         if not is_terminating(obj):
             actions += delete_actions(obj, api_kind, why)
     phase = Phase.CLEANUP if targets else (Phase.DONE if state == State.SUCCEEDED else Phase.FAILED)
@@ -74,7 +86,20 @@ def finish(
         "replicaStatuses": finished_replica_statuses(job, owned.pods),
     }
     ttl_actions, requeue = ttl(job, status)
+    if grace:
+        requeue = grace if requeue is None else min(requeue, grace)
     return Result(actions + ttl_actions, status, requeue)
+
+
+def grace_left(job: JobView, state: str, status: Obj) -> float:
+    """Seconds in which the running pods of a job that has succeeded may
+    still end by themselves (0 when cleanup may go ahead)."""
+    finished = parse_time(status.get("completionTime"))
+    if state != State.SUCCEEDED or finished is None:
+        return 0.0
+    if job.policy.clean_pod_policy != CleanPodPolicy.RUNNING:
+        return 0.0
+    return max(0.0, CLEANUP_GRACE_SECONDS - (job.now - finished).total_seconds())
 
 
 def finished_state(job: JobView) -> tuple[str, str]:
@@ -92,8 +117,9 @@ def cleanup_targets(job: JobView, owned: Observed) -> list[tuple[Obj, tuple[str,
 
     Running: pods in which a container still runs (a pod whose containers
     have all ended stays for `kubectl logs`; native sidecars, such as a
-    Caffe2 MASTER's redis, are the kubelet's to stop), and every replica's Service
-    (nothing is left to reach through them). All: every child, TensorBoard
+    Caffe2 MASTER's redis, are the kubelet's to stop), and every replica's
+    Service (nothing is left to reach through them); after a success, once
+    the grace is over (`grace_left`). All: every child, TensorBoard
     and ConfigMaps included. None: nothing. TensorBoard stays under Running
     and None: users look at the results after training; it goes with the job.
     """
