@@ -35,8 +35,8 @@ $(VENV)/.installed: pyproject.toml VERSION dev/pyproject.toml tools/constraints.
 
 .PHONY: lint
 lint: tools chart-lint ## ruff, mypy, helm lint (3 and 4), ct lint, yamllint
-	$(VENV_BIN)/ruff check hooks dev tests bench
-	$(VENV_BIN)/ruff format --check hooks dev tests bench
+	$(VENV_BIN)/ruff check hooks dev tests bench examples
+	$(VENV_BIN)/ruff format --check hooks dev tests bench examples
 	$(VENV_BIN)/mypy
 
 .PHONY: unit

@@ -340,8 +340,8 @@ def run_kwok(args: argparse.Namespace, stop: threading.Event) -> int:
         try:
             names = set()
             for example in SEED_EXAMPLES:
-                path = REPO_ROOT / "examples" / example
-                say(f"kubectl apply -f {Path('examples') / example}")
+                path = REPO_ROOT / "examples" / "kwok" / example
+                say(f"kubectl apply -f {Path('examples', 'kwok', example)}")
                 cluster.kubectl("apply", "-n", JOBS_NAMESPACE, "-f", str(path))
                 names.add(_job_name(path))
             say(f"watching (each master finishes {args.run_for} after it starts)")

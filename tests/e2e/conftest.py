@@ -17,7 +17,14 @@ from .helpers import temporary_namespace
 # in the other: each group shares its session clusters, and the two wait
 # on different things (containers, TensorFlow; kwok's and our timers).
 REAL_NODE_MODULES = frozenset(
-    {"test_demo", "test_gpu_drivers", "test_incluster", "test_realnode", "test_train_tf"}
+    {
+        "test_demo",
+        "test_gpu_drivers",
+        "test_incluster",
+        "test_realnode",
+        "test_train_others",
+        "test_train_tf",
+    }
 )
 
 

@@ -16,7 +16,7 @@ import yaml
 from dlk8s_dev.localcluster import EXIT_CODE_ANNOTATION, REPO_ROOT, LocalCluster
 
 T = TypeVar("T")
-EXAMPLES = REPO_ROOT / "examples"
+EXAMPLES = REPO_ROOT / "examples" / "kwok"
 
 
 def wait_until(predicate: Callable[[], T], timeout: float = 60, what: str = "") -> T:

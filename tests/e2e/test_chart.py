@@ -30,7 +30,11 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "dlk8s"
 LOCAL_VALUES = REPO / "values" / "local.yaml"
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+# The seeds' examples (kwok/) and the jobs that train, each a kustomization
+# (examples/seeds/ is test_convert's).
+EXAMPLES = sorted((REPO / "examples" / "kwok").glob("*.yaml")) + sorted(
+    p.parent for p in (REPO / "examples").glob("*/kustomization.yaml")
+)
 CRDS = ("tfjobs.dlk8s.io", "mxjobs.dlk8s.io", "caffe2jobs.dlk8s.io", "paddlejobs.dlk8s.io")
 HELMS = ("helm4", "helm3")
 TIMEOUT = "180s"
@@ -172,7 +176,9 @@ def test_install_upgrade_uninstall(
         # `helm test` runs its hook pod (kwok finishes it, see values/local.yaml).
         cluster.helm("test", release, "--namespace", namespace, "--timeout", TIMEOUT, helm=helm)
 
-        cluster.kubectl("apply", "-n", namespace, "-f", str(REPO / "examples" / "tfjob.yaml"))
+        cluster.kubectl(
+            "apply", "-n", namespace, "-f", str(REPO / "examples" / "kwok" / "tfjob.yaml")
+        )
 
         # An upgrade with a changed CRD applies the change ...
         # (changed in crds/, the CRDs' one source, and generated into the chart
@@ -309,5 +315,6 @@ def crds_installed(cluster: LocalCluster) -> None:
 @pytest.mark.usefixtures("crds_installed")
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_is_accepted(cluster: LocalCluster, namespace: str, example: Path) -> None:
-    done = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", str(example))
+    how = "-k" if example.is_dir() else "-f"
+    done = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, how, str(example))
     assert "(server dry run)" in done.stdout

@@ -28,8 +28,10 @@ from __future__ import annotations
 import calendar
 import json
 import os
+import re
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -40,7 +42,7 @@ from dlk8s_dev.localcluster import REPO_ROOT, LocalCluster
 from dlk8s_dev.localdeploy import LOCAL_VALUES, OperatorProcess, install_chart
 from dlk8s_dev.realnode import RealNode
 
-from .helpers import get_json, temporary_namespace, wait_until
+from .helpers import get_json, temporary_namespace, wait_for_phase, wait_until
 
 GPU = "nvidia.com/gpu"
 LEGACY = "alpha.kubernetes.io/nvidia-gpu"
@@ -279,9 +281,10 @@ def run_probe(cluster: LocalCluster, namespace: str, paths: list[str]) -> dict[s
     return {c: json.loads(out.strip().splitlines()[-1]) for c, out in logs.items()}
 
 
-def probe_with(cluster: LocalCluster, case: str, root: Path) -> dict[str, Any]:
-    """Install the chart with the case's values, run the operator with its
-    config and the probe job on the real node; the containers' reports."""
+@contextmanager
+def operator_for(cluster: LocalCluster, case: str, root: Path) -> Iterator[str]:
+    """Install the chart with the case's values and run the operator with its
+    config; a namespace whose pods go to the real node."""
     values, _ = case_values(case, root)
     values_file = cluster.workdir / "gpu-drivers" / f"{case}.yaml"
     values_file.parent.mkdir(exist_ok=True)
@@ -293,12 +296,19 @@ def probe_with(cluster: LocalCluster, case: str, root: Path) -> dict[str, Any]:
     try:
         with temporary_namespace(cluster) as namespace:
             node_of(cluster).real_namespace(cluster, namespace)
-            return run_probe(cluster, namespace, mount_paths(root))
+            yield namespace
     except BaseException:
         print(f"operator log (tail):\n{operator.tail(4000)}")
         raise
     finally:
         operator.stop()
+
+
+def probe_with(cluster: LocalCluster, case: str, root: Path) -> dict[str, Any]:
+    """The probe job on the real node under the case's values; the
+    containers' reports."""
+    with operator_for(cluster, case, root) as namespace:
+        return run_probe(cluster, namespace, mount_paths(root))
 
 
 # -- the tests --------------------------------------------------------------------------
@@ -322,6 +332,35 @@ def test_gpu_containers_see_the_driver_and_the_others_see_nothing(
     problems += anchor_problems(ANCHORS[case], seen)
     assert not problems, f"cloud {case!r}:\n" + "\n".join(problems)
     print(f"[gpu-drivers] {case}: {time.monotonic() - began:.1f}s")
+
+
+def test_the_gpu_example_trains_with_the_driver_it_was_given(
+    real_cluster: LocalCluster, driver_root: Path
+) -> None:
+    """examples/tfjob-gpu as it is, under the custom accelerators: its MASTER
+    asks for nvidia.com/gpu, gets the driver, and trains (on the CPU: the
+    node advertises GPUs it does not have)."""
+    _, accelerators = case_values("custom", driver_root)
+    entry = accelerators[GPU]
+    [mount] = entry["volumes"]
+    example = REPO_ROOT / "examples" / "tfjob-gpu"
+    pod = "tfjob-gpu-master-0"
+    with operator_for(real_cluster, "custom", driver_root) as namespace:
+        real_cluster.kubectl("apply", "-k", str(example), "-n", namespace)
+        status = wait_for_phase(real_cluster, namespace, "TFJob", "tfjob-gpu", "Done", 180)
+        out = real_cluster.kubectl("logs", pod, "-n", namespace, "-c", "tensorflow").stdout
+        master = get_json(real_cluster, "pod", pod, "-n", namespace)
+    assert status["state"] == "Succeeded", status
+    assert master["spec"]["nodeName"] == node_of(real_cluster).name
+    assert master["spec"]["containers"][0]["resources"]["limits"][GPU] == "1"
+    for var in entry["envVars"]:
+        assert f"gpu-example: env {var['name']}={var['value']}\n" in out, out
+    driver = host_files(Path(mount["hostPath"]))
+    assert driver, mount
+    assert f"gpu-example: {mount['mountPath']}: {len(driver)} file(s)" in out, out
+    assert "lib64/libcuda.so.1" in out, out
+    assert "sees 0 GPU(s); training on /CPU:0" in out, out
+    assert re.search(r"^gpu-example: done: w 3\.\d+ b -[12]\.\d+ on /CPU:0", out, re.M), out
 
 
 def container_problems(

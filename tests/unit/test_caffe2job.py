@@ -25,7 +25,7 @@ from .worlds import NOW, World, condition, creates, deletes
 
 UID = "c2c2c2c2-0000-4000-8000-00000000c002"
 RUNTIME_ID = naming.runtime_id(UID)
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kwok"
 CONFIG = parse_config({})
 IN_MASTER = "example-job-redis-in-master"
 REDIS_SERVICE = f"{IN_MASTER}-redis"

@@ -492,7 +492,7 @@ def test_a_forward_alias_does_not_reach_into_another_document() -> None:
 
 
 def test_a_dlk8s_job_passes_through_unchanged() -> None:
-    text = (ROOT / "examples" / "tfjob.yaml").read_text()
+    text = (ROOT / "examples" / "kwok" / "tfjob.yaml").read_text()
     result = convert.convert_text(text, "tfjob.yaml")
     assert result.jobs == [yaml.safe_load(text)]
     assert [n.message for n in result.notes] == ["already a dlk8s job: printed as it is"]

@@ -36,7 +36,7 @@ GPU_CONFIG = parse_config(
         }
     }
 )
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kwok"
 LINEAR = ["mx-test-dist-scheduler-0", "mx-test-dist-server-0", "mx-test-dist-worker-0"]
 
 

@@ -36,7 +36,7 @@ UID = "0c1d2e3f-0000-4000-8000-0000000000aa"
 
 
 def edl_example(**spec: Any) -> dict[str, Any]:
-    """EDL's example training job (examples/paddlejob-edl.yaml)."""
+    """EDL's example training job (examples/kwok/paddlejob-edl.yaml)."""
     job: dict[str, Any] = {
         "apiVersion": "dlk8s.io/v1alpha1",
         "kind": "PaddleJob",
