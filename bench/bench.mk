@@ -1,9 +1,21 @@
 # `make bench`: the operator against the ceiling on the local control plane
 # (bench/bench.py). A benchmark, not a test: it prints the table and writes
-# bench/results/{results.json,results.md,pods-created.png}. BENCH_ARGS passes
-# options, e.g. `make bench BENCH_ARGS="--jobs 20 --big-workers 50"`.
+# bench/results/{results.json,results.md,pods-created.png,status-latency.png}.
+# BENCH_ARGS passes options, e.g. `make bench BENCH_ARGS="--jobs 20 --big-workers 50"`.
 BENCH_ARGS ?=
 
 .PHONY: bench
 bench: tools ## benchmark the operator against a bare parallel creator (bench/results/)
 	$(PYTHON) bench/bench.py $(BENCH_ARGS)
+
+# `make bench-scale`: the shapes users live with (bench/scale.py): jobs
+# arriving steadily, a burst on an empty cluster and among thousands of
+# finished jobs, the operator restarted on that history, memory per
+# thousand jobs; each beside the ceiling or the empty-cluster run of the same
+# run. Writes bench/results/scale.{json,md} and its plots. SCALE_ARGS passes
+# options, e.g. `make bench-scale SCALE_ARGS="--checkpoints 500,1000"`.
+SCALE_ARGS ?=
+
+.PHONY: bench-scale
+bench-scale: tools ## the operator at scale: history, restart, memory, status latency, sustained arrival (bench/results/)
+	$(PYTHON) bench/scale.py $(SCALE_ARGS)

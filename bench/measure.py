@@ -20,7 +20,7 @@ import re
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ import urllib3
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 JOB_LABEL = "dlk8s.io/job-name"
+ROLE_LABEL = "dlk8s.io/replica-type"
 
 
 # --- HTTP ---------------------------------------------------------------------
@@ -62,13 +63,18 @@ class Api:
         }
 
     def request(
-        self, method: str, path: str, body: bytes | None = None, timeout: float = 60
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        timeout: float = 60,
+        content_type: str = "application/json",
     ) -> tuple[int, bytes]:
         resp = self.pool.request(
             method,
             self.endpoint.server + path,
             body=body,
-            headers=self.headers,
+            headers=self.headers | {"Content-Type": content_type},
             timeout=timeout,
             preload_content=True,
         )
@@ -222,6 +228,9 @@ class Progress:
     jobs_finished: Synchronized[int]  # status.phase Done or Failed
     pods_gone: Synchronized[int]
     jobs_running_now: Synchronized[int]  # status.phase Running at present
+    pods_finished: Synchronized[int]  # status.phase Succeeded or Failed
+    jobs_succeeded: Synchronized[int]  # status.state Succeeded
+    jobs_modified: Synchronized[int]  # MODIFIED events of TFJobs (a status write shows here)
 
 
 class Watcher:
@@ -230,7 +239,7 @@ class Watcher:
     def __init__(self, endpoint: Endpoint, namespace: str, out: Path) -> None:
         ctx = mp.get_context("spawn")
         self.out = out
-        self.progress = Progress(*(ctx.Value("i", 0) for _ in range(7)))
+        self.progress = Progress(*(ctx.Value("i", 0) for _ in fields(Progress)))
         self._ready = ctx.Event()
         self._stop = ctx.Event()
         self._proc: Any = ctx.Process(
@@ -283,8 +292,9 @@ def _watch_main(
 ) -> None:
     api = Api(endpoint, maxsize=8)
     lock = threading.Lock()
-    # pods: name -> {job, added, running, gone}; services: name -> {job, added}
-    # tfjobs: name -> {added, running, finished, phase}
+    # pods: name -> {job, role, added, running, finished, phase, gone};
+    # services: name -> {job, added}; tfjobs: name -> {added, running,
+    # finished, succeeded, phase}
     seen: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in WATCHED}
     events: Counter[str] = Counter()
     started = []
@@ -347,8 +357,10 @@ def _record(
     name = meta.get("name", "")
     entry = seen.get(name)
     if entry is None:
-        entry = seen[name] = {"added": now, "job": (meta.get("labels") or {}).get(JOB_LABEL)}
+        labels = meta.get("labels") or {}
+        entry = seen[name] = {"added": now, "job": labels.get(JOB_LABEL)}
         if kind == "pods":
+            entry["role"] = labels.get(ROLE_LABEL)
             progress.pods_added.value += 1
         elif kind == "services":
             progress.services_added.value += 1
@@ -356,10 +368,14 @@ def _record(
         entry["gone"] = now
         progress.pods_gone.value += 1
     status = obj.get("status") or {}
-    if kind == "pods" and status.get("phase") == "Running" and "running" not in entry:
-        entry["running"] = now
-        progress.pods_running.value += 1
+    if kind == "pods":
+        _record_pod(entry, status.get("phase"), now, progress)
     if kind == "tfjobs":
+        if type_ == "MODIFIED":
+            progress.jobs_modified.value += 1
+        if status.get("state") == "Succeeded" and "succeeded" not in entry:
+            entry["succeeded"] = now
+            progress.jobs_succeeded.value += 1
         phase = status.get("phase")
         if type_ == "DELETED":
             phase = None
@@ -374,3 +390,14 @@ def _record(
         if phase in ("Done", "Failed") and "finished" not in entry:
             entry["finished"] = now
             progress.jobs_finished.value += 1
+
+
+def _record_pod(entry: dict[str, Any], phase: str | None, now: float, progress: Progress) -> None:
+    """When the pod was first seen Running, and first seen finished."""
+    entry["phase"] = phase
+    if phase == "Running" and "running" not in entry:
+        entry["running"] = now
+        progress.pods_running.value += 1
+    if phase in ("Succeeded", "Failed") and "finished" not in entry:
+        entry["finished"] = now
+        progress.pods_finished.value += 1

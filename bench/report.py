@@ -16,6 +16,8 @@ def write_reports(results: dict[str, Any], out: Path) -> str:
     (out / "raw").mkdir(exist_ok=True)
     (out / "raw" / "results-full.json").write_text(json.dumps(results, indent=1))
     plot(results, out / "pods-created.png")
+    if "latency" in results:
+        plot_latency(results["latency"], out / "status-latency.png")
     slim = _without_series(results)
     (out / "results.json").write_text(json.dumps(slim, indent=1, sort_keys=False) + "\n")
     table = markdown(slim)
@@ -25,7 +27,7 @@ def write_reports(results: dict[str, Any], out: Path) -> str:
 
 def _without_series(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: _without_series(v) for k, v in value.items() if k != SERIES}
+        return {k: _without_series(v) for k, v in value.items() if not k.startswith("series")}
     return value
 
 
@@ -177,14 +179,59 @@ def rest_table(res: dict[str, Any]) -> list[str]:
     ]
 
 
-def profile_table(run: dict[str, Any]) -> list[str]:
+def latency_table(res: dict[str, Any]) -> list[str]:
+    variants = list(res)
+    first = res[variants[0]]
+    lines = [
+        "### Scenario 4: status latency",
+        "",
+        f"{first['jobs']} TFJobs x 4 replicas on a fresh operator; paced: jobs submitted,"
+        f" then MASTERs ended, {_fmt(res.get('paced', {}).get('rate'))} a second (the cluster"
+        " not saturated: the goal, p99 under 1 s, is for this one); burst: all at once."
+        " Delays in seconds between watch events as the benchmark's watcher receives them"
+        " (bench/latency.py).",
+        "",
+        "| delay | " + " | ".join(f"{v} p50 | {v} p99 | {v} max" for v in variants) + " |",
+        "|---|" + "---:|" * 3 * len(variants),
+    ]
+    rows = (
+        ("running", "pods ready (all created, MASTER Running) → job Running"),
+        ("running_from_last_pod", "last pod Running → job Running ¹"),
+        ("succeeded", "MASTER Succeeded → job Succeeded"),
+    )
+    for key, name in rows:
+        cells = [
+            _fmt(res[v][key].get(stat)) for v in variants for stat in ("p50_s", "p99_s", "max_s")
+        ]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "| operator, per job | " + " | ".join(variants) + " |",
+        "|---|" + "---:|" * len(variants),
+    ]
+    for stage, what in (("start", "submission to Running"), ("finish", "MASTER exit to done")):
+        for key, name in (("status_writes_per_job", "status writes"), ("passes_per_job", "passes")):
+            cells = [_fmt(res[v]["operator"][stage][key]) for v in variants]
+            lines.append(f"| {name}, {what} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "¹ The issue's wording; a job is Running once its MASTER runs and every pod"
+        " exists, so the status may lead a WORKER still starting (a negative delay).",
+        "",
+    ]
+    return lines
+
+
+def profile_table(
+    run: dict[str, Any], scenario: str = "scenario 1", again: str = "A second operator run"
+) -> list[str]:
     profile = run.get("py_spy")
     if not profile:
         return []
     lines = [
-        "### Profile of the operator under scenario 1 (py-spy)",
+        f"### Profile of the operator under {scenario} (py-spy)",
         "",
-        f"A second operator run of scenario 1 under `py-spy record {profile['args']}`"
+        f"{again} of {scenario} under `py-spy record {profile['args']}`"
         f" (all pods created in {_fmt(run['total_created_s'])} s, operator CPU"
         f" {_fmt(run['operator']['cpu_seconds'])} s): {profile['seconds']:.1f} s of"
         " samples of active threads. Inclusive = the share of samples with the"
@@ -240,6 +287,8 @@ def markdown(results: dict[str, Any]) -> str:
         )
     if "rest" in results:
         lines += rest_table(results["rest"])
+    if "latency" in results:
+        lines += latency_table(results["latency"])
     if "profile" in results:
         lines += profile_table(results["profile"])
     return "\n".join(lines)
@@ -362,6 +411,31 @@ def plot(results: dict[str, Any], path: Path) -> None:
         ax.set_title(f"{title}: {results[key]['operator']['pods']} pods")
         ax.set_xlabel("seconds since the first submission")
         ax.set_ylabel("pods created (watch receipt)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def plot_latency(res: dict[str, Any], path: Path) -> None:
+    """The delays' distributions (a CDF per variant and delay)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4), squeeze=False)
+    titles = (("running", "pods ready → job Running"), ("succeeded", "MASTER done → job Succeeded"))
+    for ax, (key, title) in zip(axes[0], titles, strict=True):
+        for variant, run in res.items():
+            values = run.get("series", {}).get(key) or []
+            shares = [(i + 1) / len(values) for i in range(len(values))]
+            ax.step(values, shares, where="post", label=f"{variant} ({run['jobs']} jobs)")
+        ax.axvline(1.0, color="grey", linestyle=":", label="goal: p99 < 1 s")
+        ax.set_title(f"Status latency: {title}")
+        ax.set_xlabel("seconds (watch receipt to watch receipt)")
+        ax.set_ylabel("share of jobs")
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()

@@ -173,9 +173,14 @@ class ScriptedListWatch:
         return self.script.pop(0)
 
     def list_objects(
-        self, resource: Resource, namespace: str | None, selectors: Selectors
+        self,
+        resource: Resource,
+        namespace: str | None,
+        selectors: Selectors,
+        limit: int = 0,
+        continue_token: str = "",
     ) -> Listing:
-        answer = self._next(("list", None))
+        answer = self._next(("list", continue_token or None))
         if isinstance(answer, Exception):
             raise answer
         assert isinstance(answer, Listing), f"the script answers a list with {answer!r}"

@@ -78,9 +78,9 @@ def test_a_410_in_the_stream_relists_and_tells_handlers_what_changed() -> None:
     assert recorder.seen == [
         (ADDED, "a", "5"),
         (ADDED, "b", "5"),
-        (DELETED, "a", "5"),  # gone while we were not watching
         (MODIFIED, "b", "8"),
         (ADDED, "c", "8"),
+        (DELETED, "a", "5"),  # gone while we were not watching: known once the list ends
     ]
     assert sorted(p["metadata"]["name"] for p in informer.cache.list()) == ["b", "c"]
 
@@ -192,6 +192,62 @@ def test_a_relist_of_a_transformed_cache_still_reports_deletes_by_name() -> None
         transform=lambda obj: 1,
     )
     assert recorder.seen == [(ADDED, "a", "5"), (DELETED, "a", None)]
+
+
+def test_a_list_comes_in_pages_and_the_watch_starts_where_the_last_page_ends() -> None:
+    informer, source, recorder = play(
+        [
+            Listing([pod("a", "3"), pod("b", "4")], "5", continue_token="next-1"),
+            Listing([pod("c", "5")], "5"),
+            ScriptedStream([event(ADDED, pod("d", "6"))]),
+        ],
+        page_size=2,
+    )
+    assert source.requests == [("list", None), ("list", "next-1"), ("watch", "5"), ("watch", "6")]
+    assert [name for _, name, _ in recorder.seen] == ["a", "b", "c", "d"]
+    assert len(informer.cache.list()) == 4
+
+
+def test_a_relist_in_pages_reports_what_the_whole_list_lacks() -> None:
+    _, _, recorder = play(
+        [
+            Listing([pod("a", "5"), pod("b", "5")], "5"),
+            GoneError(410, "Gone", {}),
+            Listing([pod("b", "9")], "9", continue_token="more"),
+            Listing([pod("c", "9")], "9"),
+        ],
+        page_size=1,
+    )
+    assert recorder.seen[2:] == [(MODIFIED, "b", "9"), (ADDED, "c", "9"), (DELETED, "a", "5")]
+
+
+def test_handlers_can_get_what_the_cache_keeps_one_copy_for_both() -> None:
+    kept: list[dict[str, Any]] = []
+    source = ScriptedListWatch(
+        [
+            Listing([pod("a", "5", labels={"x": "y"})], "5"),
+            ScriptedStream([event(MODIFIED, pod("a", "6", labels={"x": "z"}))]),
+            GoneError(410, "Gone", {}),
+            Listing([], "9"),
+        ]
+    )
+
+    def slim(obj: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {"name": obj["metadata"]["name"], "labels": obj["metadata"]["labels"]}}
+
+    informer = Informer(
+        source, PODS, backoff=quick_backoff(), transform=slim, handlers_get_kept=True
+    )
+    for kind in (ADDED, MODIFIED, DELETED):
+        informer.add_event_handler(kind, kept.append)
+    informer.start()
+    try:
+        assert source.exhausted.wait(10)
+    finally:
+        informer.stop()
+    assert [k["metadata"]["labels"]["x"] for k in kept] == ["y", "z", "z"]
+    assert all("resourceVersion" not in k["metadata"] for k in kept)
+    assert kept[1] is kept[2]  # the vanished object is reported as the cache kept it
 
 
 def test_a_failing_handler_neither_stops_the_watch_nor_the_other_handlers() -> None:

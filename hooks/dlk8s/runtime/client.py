@@ -123,15 +123,28 @@ class Kube:
         label_selector: str | None = None,
         field_selector: str | None = None,
         transform: Callable[[dict[str, Any]], Any] | None = None,
+        handlers_get_kept: bool = False,
     ) -> Informer:
         """An informer of `resource` (see runtime.informer), not started."""
         selectors = Selectors(label_selector, field_selector)
-        return Informer(self, resource, namespace, selectors, transform)
+        return Informer(
+            self, resource, namespace, selectors, transform, handlers_get_kept=handlers_get_kept
+        )
 
     def list_objects(
-        self, resource: Resource, namespace: str | None, selectors: Selectors
+        self,
+        resource: Resource,
+        namespace: str | None,
+        selectors: Selectors,
+        limit: int = 0,
+        continue_token: str = "",
     ) -> Listing:
-        query = [("labelSelector", selectors.label), ("fieldSelector", selectors.field)]
+        query = [
+            ("labelSelector", selectors.label),
+            ("fieldSelector", selectors.field),
+            ("limit", limit or None),
+            ("continue", continue_token or None),
+        ]
         body = self.request(
             "GET",
             resource.path(namespace),
@@ -140,8 +153,9 @@ class Kube:
             resource=resource.plural,
             verb="LIST",
         )
-        version = (body.get("metadata") or {}).get("resourceVersion") or ""
-        return Listing(body.get("items") or [], str(version))
+        meta = body.get("metadata") or {}
+        version = meta.get("resourceVersion") or ""
+        return Listing(body.get("items") or [], str(version), str(meta.get("continue") or ""))
 
     def watch(
         self,

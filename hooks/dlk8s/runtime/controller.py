@@ -21,6 +21,7 @@ from typing import Any, NamedTuple, Protocol
 from dlk8s.job.actions import Event
 from dlk8s.job.api import API_VERSION, LABEL_JOB_NAME, EventType, Observed, Reason, State
 from dlk8s.job.config import ControllerConfig
+from dlk8s.job.kept import kept_child, kept_job
 from dlk8s.job.reconcile import after_refusals, reconcile
 from dlk8s.runtime import metrics
 from dlk8s.runtime.client import Kube
@@ -170,10 +171,16 @@ class Controller:
         cls, kube: Kube, config: ControllerConfig, namespace: str | None = None, **options: Any
     ) -> Controller:
         """A controller fed by watches of the jobs and their children (all
-        namespaces when `namespace` is None)."""
-        job_informers = {kind: kube.informer(res, namespace) for kind, res in JOB_RESOURCES.items()}
+        namespaces when `namespace` is None). The caches keep what
+        reconcile reads (job.kept), and the child index the same copy."""
+        job_informers = {
+            kind: kube.informer(res, namespace, transform=kept_job)
+            for kind, res in JOB_RESOURCES.items()
+        }
         child_informers = {
-            group: kube.informer(res, namespace, CHILD_SELECTOR)
+            group: kube.informer(
+                res, namespace, CHILD_SELECTOR, transform=kept_child, handlers_get_kept=True
+            )
             for group, res in CHILD_RESOURCES.items()
         }
         jobs = {kind: informer.cache for kind, informer in job_informers.items()}
@@ -425,7 +432,7 @@ class Controller:
             job["kind"], job["metadata"]["namespace"], job.get("status") or {}, status
         )
         with self._written_lock:
-            self._written[job["metadata"]["uid"]] = updated
+            self._written[job["metadata"]["uid"]] = kept_job(updated)
         log.info(
             "status updated",
             extra={

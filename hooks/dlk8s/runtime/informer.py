@@ -3,9 +3,11 @@
 The shape of client-go's reflector and shared informer, in a few hundred
 lines we own rather than patches of the Python client's private internals:
 
-- list once (label and field selectors, one namespace or all), then watch
-  from the resourceVersion of the last event delivered, with bookmarks, so
-  a reconnect neither replays the past nor misses an event;
+- list once (label and field selectors, one namespace or all) in pages of
+  500, as client-go's reflector does, keeping each object as its page comes
+  (a restart on thousands of pods holds one page of them whole, not all),
+  then watch from the resourceVersion of the last event delivered, with
+  bookmarks, so a reconnect neither replays the past nor misses an event;
 - a watch that ends normally is opened again at once; one that fails is
   opened again after an exponential, jittered back-off (client-go's 0.8 s
   doubling to 30 s, reset after two healthy minutes);
@@ -14,7 +16,9 @@ lines we own rather than patches of the Python client's private internals:
   changed (deletes for objects gone, adds and updates for the rest);
 - handlers run one by one on the informer's thread with the whole object;
   the cache may keep a transform of it instead (the autoscaler keeps 1 KB
-  of each pod, not 50);
+  of each pod, not 50), and a handler that keeps what it is given (the
+  controller's index of children) can be given that transform instead, so
+  that one copy is kept, not two;
 - ``wait_synced`` returns once the first list is in the cache and every
   handler has run on it: a controller whose workers started on a half-filled
   child index would take a restarted operator's pods for lost ones.
@@ -58,6 +62,11 @@ class Selectors:
 class Listing:
     items: list[Obj]
     resource_version: str  # where a watch that follows this list starts
+    continue_token: str = ""  # set when more pages follow: ask for the next with it
+
+
+# client-go's reflector lists in pages of this many objects.
+PAGE_SIZE: Final = 500
 
 
 class EventStream(Protocol):
@@ -71,8 +80,14 @@ class EventStream(Protocol):
 
 class ListWatch(Protocol):
     def list_objects(
-        self, resource: Resource, namespace: str | None, selectors: Selectors
-    ) -> Listing: ...
+        self,
+        resource: Resource,
+        namespace: str | None,
+        selectors: Selectors,
+        limit: int = 0,
+        continue_token: str = "",
+    ) -> Listing:
+        """One page of at most `limit` objects (0: all), from `continue_token` on."""
 
     def watch(
         self,
@@ -143,10 +158,6 @@ class Cache:
             else:
                 self._items[key] = value
 
-    def replace(self, items: dict[str, Any]) -> None:
-        with self._lock:
-            self._items = {k: v for k, v in items.items() if v is not None}
-
 
 def key_of(obj: Obj) -> str:
     """client-go's MetaNamespaceKeyFunc: "namespace/name", or "name" if cluster-scoped."""
@@ -168,12 +179,16 @@ class Informer:
         transform: Callable[[Obj], Any] | None = None,
         backoff: Backoff | None = None,
         watch_seconds: tuple[int, int] = (300, 600),
+        handlers_get_kept: bool = False,
+        page_size: int = PAGE_SIZE,
     ) -> None:
         self._source = source
         self._resource = resource
         self._namespace = namespace  # None: every namespace
         self._selectors = selectors or Selectors()
         self._transform = transform  # what the cache keeps of an object; None: all of it
+        self._handlers_get_kept = handlers_get_kept  # else they get the whole object
+        self._page_size = page_size
         self._backoff = backoff or Backoff()
         # The server ends each watch after a random time in this range, as
         # client-go's (5 to 10 minutes), so that watches end at different times.
@@ -272,27 +287,34 @@ class Informer:
             self._broken_since = None
 
     def _relist(self) -> None:
-        listing = self._source.list_objects(self._resource, self._namespace, self._selectors)
-        self._replace(listing.items)
-        self._version = listing.resource_version
+        """List page by page; handlers hear what changed since the last list,
+        each listed object as its page comes, then what the list lacks."""
+        known, listed = self.cache.keys(), set[str]()
+        token = ""
+        while True:
+            page = self._source.list_objects(
+                self._resource, self._namespace, self._selectors, self._page_size, token
+            )
+            for obj in page.items:
+                key = key_of(obj)
+                listed.add(key)
+                self._store(MODIFIED if key in known else ADDED, key, obj)
+            token = page.continue_token
+            if not token:
+                break
+        for key in known - listed:
+            self._fire(DELETED, self._last_seen(key))
+            self.cache.put(key, None)
+        self._version = page.resource_version
         self._synced.set()
         self._recovered()
 
-    def _replace(self, items: list[Obj]) -> None:
-        """Take a full list; handlers hear what changed since the last one."""
-        listed = {key_of(obj): obj for obj in items}
-        known = self.cache.keys()
-        for key in known - listed.keys():
-            self._fire(DELETED, self._last_seen(key))
-        self.cache.replace({key: self._kept(obj) for key, obj in listed.items()})
-        for key, obj in listed.items():
-            self._fire(MODIFIED if key in known else ADDED, obj)
-
     def _last_seen(self, key: str) -> Obj:
         """What a delete handler gets for an object that vanished between watches:
-        the cached object, or only its name when the cache keeps a transform."""
+        the cached object if handlers get what is kept (or it is kept whole),
+        else only its name."""
         cached = self.cache.get_by_key(key)
-        if self._transform is None and isinstance(cached, dict):
+        if (self._transform is None or self._handlers_get_kept) and isinstance(cached, dict):
             return cached
         namespace, _, name = key.rpartition("/")
         return {"metadata": {"name": name, **({"namespace": namespace} if namespace else {})}}
@@ -331,11 +353,10 @@ class Informer:
             # A Status object; 410 Gone (compacted) becomes GoneError, and a relist.
             raise api_error(int(obj.get("code") or 500), str(obj.get("reason") or ""), obj)
         if kind in (ADDED, MODIFIED):
-            self.cache.put(key_of(obj), self._kept(obj))
-            self._fire(kind, obj)
+            self._store(kind, key_of(obj), obj)
         elif kind == DELETED:
             self.cache.put(key_of(obj), None)
-            self._fire(DELETED, obj)
+            self._fire(DELETED, self._for_handlers(obj, self._kept(obj)))
         elif kind != BOOKMARK:
             log.debug("unknown watch event ignored", extra={"target": self.name, "action": kind})
             return
@@ -343,8 +364,18 @@ class Informer:
         if version:
             self._version = str(version)
 
+    def _store(self, event: str, key: str, obj: Obj) -> None:
+        """Keep an added or modified object, then tell the handlers."""
+        kept = self._kept(obj)
+        self.cache.put(key, kept)
+        self._fire(event, self._for_handlers(obj, kept))
+
     def _kept(self, obj: Obj) -> Any | None:
         return obj if self._transform is None else self._transform(obj)
+
+    def _for_handlers(self, obj: Obj, kept: Any) -> Obj:
+        """The kept object if handlers ask for it and it is one, else the whole."""
+        return kept if self._handlers_get_kept and isinstance(kept, dict) else obj
 
     def _fire(self, event: str, obj: Obj) -> None:
         for handler in self._handlers[event]:

@@ -1,0 +1,154 @@
+"""What the caches keep of jobs and children (job.kept) is all that reconcile
+reads: every pass of these worlds runs on children and jobs as the API server
+sends them and on what the caches keep of them, and must come out the same."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, fields
+from typing import Any
+
+from dlk8s.job.api import Observed
+from dlk8s.job.kept import kept_child, kept_job
+from dlk8s.job.reconcile import Result, reconcile
+
+from .test_paddlejob import CONFIG as PADDLE_CONFIG
+from .test_paddlejob import PaddleWorld, edl_example
+from .worlds import PODS, World, tfjob
+
+MANAGED = [{"manager": "kube-controller-manager", "operation": "Update", "fieldsV1": {"f:x": {}}}]
+
+
+def as_served(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as the API server would send it: with what nobody reads."""
+    obj = copy.deepcopy(obj)
+    obj["metadata"] |= {"managedFields": MANAGED, "creationTimestamp": "2026-03-01T11:00:00Z"}
+    if obj.get("kind") == "Pod":
+        obj["spec"] = obj.get("spec") or {"containers": [{"name": "tensorflow"}]}
+        obj["spec"]["nodeName"] = "kwok-node-0"
+        status = obj.setdefault("status", {})
+        status |= {"hostIP": "10.0.0.1", "podIP": "10.0.0.2", "qosClass": "BestEffort"}
+        status["conditions"] = [{"type": "Ready", "status": "True"}]
+        for container in status.get("containerStatuses", []):
+            container |= {"image": "tf", "ready": False, "restartCount": 0, "lastState": {}}
+    if obj.get("kind") == "Service":
+        obj["status"] = {"loadBalancer": {}}
+    return obj
+
+
+@dataclass
+class Checked(World):
+    """A world whose every pass is checked on kept objects too."""
+
+    passes: int = 0
+
+    def reconcile(self) -> Result:
+        names = [f.name for f in fields(Observed)]
+        served = Observed(*([as_served(o) for o in getattr(self.observed(), n)] for n in names))
+        kept = Observed(*([kept_child(o) for o in getattr(served, n)] for n in names))
+        job = as_served(self.job)
+        whole = reconcile(copy.deepcopy(job), served, self.config, self.now)
+        assert reconcile(kept_job(job), kept, self.config, self.now) == whole
+        self.passes += 1
+        return whole
+
+
+@dataclass
+class CheckedPaddle(Checked, PaddleWorld):
+    pass
+
+
+def test_a_tfjob_from_creation_through_restarts_to_its_end() -> None:
+    world = Checked(tfjob())
+    world.settle()
+    world.run()
+    world.settle()
+    world.exit(PODS[1], 137)  # the worker: retryable, recreated after a back-off
+    world.step()
+    world.later(60)
+    world.step(graceful=True)  # deleted, and terminating for a while
+    world.step()
+    world.vanish(PODS[1])
+    world.settle()
+    world.run()
+    world.vanish(PODS[2])  # a lost PS: recreated and counted
+    world.settle()
+    world.run()
+    world.exit(PODS[0], 0)
+    world.settle()
+    assert world.job["status"]["state"] == "Succeeded"
+    assert world.passes >= 10
+
+
+def test_pods_that_end_before_their_phase_says_so_through_the_cleanup_grace() -> None:
+    world = Checked(tfjob())
+    world.settle()
+    world.run()
+    world.settle()
+    world.exit(PODS[0], 0, phase="Running")  # the master, a sidecar still running
+    world.pod(PODS[0])["status"]["containerStatuses"].append(
+        {"name": "sidecar", "state": {"running": {"startedAt": "2026-03-01T11:00:00Z"}}}
+    )
+    world.settle()
+    world.exit(PODS[1], 0, phase="Running")  # the worker ends within the grace
+    world.settle()
+    world.past_cleanup_grace()
+    world.settle()
+    assert world.job["status"]["phase"] == "Done"
+    assert PODS[1] in world.pods()
+
+
+def test_a_master_evicted_under_restart_policy_never_fails_the_job_saying_why() -> None:
+    world = Checked(tfjob())
+    world.job["spec"]["replicaSpecs"][0]["restartPolicy"] = "Never"
+    world.settle()
+    world.run()
+    world.settle()
+    evicted = {"phase": "Failed", "reason": "Evicted", "message": "The node was low on memory."}
+    world.pod(PODS[0])["status"] = evicted
+    world.settle()
+    assert "Evicted" in world.job["status"]["conditions"][-1]["message"]
+
+
+def test_a_tfjob_suspended_and_failed() -> None:
+    world = Checked(tfjob())
+    world.settle()
+    world.run()
+    world.job["spec"]["runPolicy"] = {"suspend": True}
+    world.settle()
+    world.job["spec"]["runPolicy"] = {"suspend": False}
+    world.settle()
+    world.run()
+    world.exit(PODS[0], 1)
+    world.settle()
+    assert world.job["status"]["state"] == "Failed"
+
+
+def test_a_paddlejob_scaled_up_and_down() -> None:
+    world = CheckedPaddle(edl_example(), config=PADDLE_CONFIG)
+    world.settle()
+    world.run()
+    world.scale(4, "room for more")
+    world.settle()
+    world.run()
+    world.scale(2)
+    world.settle()
+    assert world.passes >= 6
+
+
+def test_a_kept_pod_is_a_fraction_of_the_pod() -> None:
+    served = as_served(
+        {
+            "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "b"}},
+            "status": {"phase": "Running"},
+        }
+    )
+    kept = kept_child(served)
+    assert kept == {
+        "kind": "Pod",
+        "metadata": {"name": "p", "labels": {"a": "b"}},
+        "status": {"phase": "Running"},
+    }
+    assert "managedFields" not in kept_job(served)["metadata"]
+    assert kept_job(served)["spec"] == served["spec"]
