@@ -1,9 +1,10 @@
 """What the operator's caches keep of its jobs and of their children.
 
-A pod as the API server sends it costs ~22 kB as Python objects, most of it
-managedFields and a spec nobody reads again; a job ~27 kB, a third of it
-managedFields (bench/results/scale.md: memory). Thousands of finished jobs
-keep their pods and Services, so the caches keep only what is read:
+A pod as the API server sends it costs tens of kB as Python objects (49 kB
+for a PaddleJob trainer: bench/results/elastic.md), most of it managedFields
+and a spec nobody reads again; a job carries managedFields too. Thousands of
+finished jobs keep their pods and Services (make bench-scale measures the
+memory per thousand jobs), so the caches keep only what is read:
 
 - of a child, what reconcile, the kinds and the executor read of a child
   they did not build: its identity, labels, annotations, owners, deletion,
