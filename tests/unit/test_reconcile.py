@@ -184,6 +184,33 @@ def test_master_exit_0_succeeds_and_cleanup_stops_what_still_runs() -> None:
     assert world.reconcile().actions == []
 
 
+@pytest.mark.parametrize("policy", ["None", "Running"])
+def test_pods_removed_after_the_cleanup_leave_the_final_status_alone(policy: str) -> None:
+    # kube-controller-manager's pod GC deletes terminated pods past its
+    # threshold: a month of finished jobs must not get a status write each.
+    world = running_world(runPolicy={"cleanPodPolicy": policy})
+    for name in world.pods():
+        world.exit(name, 0)
+    world.settle()
+    final = world.job["status"]
+    assert (final["phase"], final["succeededPods"]) == ("Done", len(PODS))
+    for name in world.pods():
+        world.vanish(name)
+    world.later(3600)
+    result = world.reconcile()
+    assert (result.actions, result.status) == ([], final)
+
+
+def test_pods_that_end_during_the_cleanup_are_still_counted() -> None:
+    world = running_world()
+    world.exit("example-job-master-0", 0)
+    world.step()
+    assert world.job["status"]["phase"] == "CleanUp"
+    world.exit("example-job-worker-0", 0)
+    status = world.step().status
+    assert (status["phase"], status["succeededPods"], status["runningPods"]) == ("CleanUp", 2, 2)
+
+
 @pytest.mark.parametrize("code", [0, 1])
 def test_cleanup_keeps_an_ended_master_whose_phase_still_says_running(code: int) -> None:
     # The kubelet (1.27+) reports the container terminated a moment before

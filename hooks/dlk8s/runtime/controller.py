@@ -23,6 +23,7 @@ from dlk8s.job.api import API_VERSION, LABEL_JOB_NAME, EventType, Observed, Reas
 from dlk8s.job.config import ControllerConfig
 from dlk8s.job.kept import kept_child, kept_job
 from dlk8s.job.reconcile import after_refusals, reconcile
+from dlk8s.job.urgency import changes_state
 from dlk8s.runtime import metrics
 from dlk8s.runtime.client import Kube
 from dlk8s.runtime.errors import ApiError, TerminalError, TransportError
@@ -37,11 +38,14 @@ log = logging.getLogger(__name__)
 # Every child carries the job-name label: one existence selector finds them all.
 CHILD_SELECTOR = LABEL_JOB_NAME
 
-# A job's pods change one by one (created, scheduled, started): their events
-# requeue the job this much later, so a burst of them costs one pass and one
-# status write instead of one each; the client-go Job controller batches its
-# pod events the same way. Events of the job itself are handled at once, and
-# every pass still writes its status whole and at once.
+# A job's pods change one by one (created, scheduled, started): events that
+# only move its counts requeue the job this much later, so a burst of them
+# costs one pass and one status write instead of one each, as the client-go
+# Job controller batches its pod events. A change that may move the job's
+# phase or state (job.urgency: its deciding pods up or done, a pod failed or
+# gone) runs the pass at once: the status follows within the pass, not a
+# second later. Events of the job itself are handled at once (but for the
+# echo of our own status write), and every pass writes its status whole.
 CHILD_EVENT_BATCH_SECONDS = 1.0
 
 # A pass takes milliseconds, seconds for a job of thousands of pods; one that
@@ -86,21 +90,26 @@ class ChildIndex:
             lambda: {group: {} for group in CHILD_RESOURCES}
         )
 
-    def apply(self, group: str, event: str, obj: dict[str, Any]) -> dict[str, Any] | None:
-        """Record one watch event; return the controlling job reference, if it is one of ours."""
+    def apply(
+        self, group: str, event: str, obj: dict[str, Any]
+    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        """Record one watch event: the controlling job reference if the child
+        is one of ours, and the child as it was before (None if new)."""
         owner = controller_ref(obj)
         if owner is None:
-            return None
+            return None, None
         name = obj["metadata"]["name"]
         uid = owner["uid"]
+        before = None
         with self._lock:
             if event != DELETED:
+                before = self._by_owner[uid][group].get(name)
                 self._by_owner[uid][group][name] = obj
             elif uid in self._by_owner:
-                self._by_owner[uid][group].pop(name, None)
+                before = self._by_owner[uid][group].pop(name, None)
                 if not any(self._by_owner[uid].values()):
                     del self._by_owner[uid]
-        return owner
+        return owner, before
 
     def observed(self, uid: str) -> Observed:
         with self._lock:
@@ -157,8 +166,19 @@ class Controller:
         self.executor = Executor(kube, self.expectations, self._pool, clock)
         # Status we wrote that the watch has not delivered yet, by job uid.
         self._written: dict[str, dict[str, Any]] = {}
+        # The resourceVersion of each job's last status write, until its event comes.
+        self._echoes: dict[str, str] = {}
         self._written_lock = threading.Lock()
+        # Jobs whose urgent child change came while their last pass's changes
+        # were still awaited: their pass runs once the last of those shows.
+        self._deferred: set[str] = set()
+        self._deferred_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        # Set once the first lists are in every cache; until then child
+        # events queue nothing, as each job's own event queues it once.
+        self._listed = threading.Event()
+        if not informers:
+            self._listed.set()
         self._started = threading.Event()
         self._stopping = threading.Event()
         # A pass running longer than this means a wedged worker (see problems()).
@@ -203,9 +223,25 @@ class Controller:
     def on_job(self, kind: str) -> Callable[[dict[str, Any]], None]:
         def handle(obj: dict[str, Any]) -> None:
             meta = obj.get("metadata", {})
-            self.queue.add(JobKey(kind, meta.get("namespace", ""), meta.get("name", "")))
+            key = JobKey(kind, meta.get("namespace", ""), meta.get("name", ""))
+            if self._own_write(meta):
+                self.queue.add_after(key, self.child_event_batch)
+            else:
+                self.queue.add(key)
 
         return handle
+
+    def _own_write(self, meta: dict[str, Any]) -> bool:
+        """Whether a job's event only shows back the status we wrote. The pass
+        that wrote it saw all the event holds: a pass at once would mostly
+        write counts that moved since (a write more per job), so it is
+        batched with the events that moved them."""
+        with self._written_lock:
+            version = self._echoes.get(meta.get("uid", ""))
+            if version is None or version != meta.get("resourceVersion"):
+                return False
+            del self._echoes[meta["uid"]]
+            return True
 
     def on_kind_deleted(self, kind: str) -> Callable[[dict[str, Any]], None]:
         return lambda obj: self.on_job_deleted({**obj, "kind": kind})
@@ -217,18 +253,43 @@ class Controller:
         self.expectations.forget(uid)
         with self._written_lock:
             self._written.pop(uid, None)
+            self._echoes.pop(uid, None)
+        with self._deferred_lock:
+            self._deferred.discard(uid)
 
     def on_child(self, group: str, event: str) -> Callable[[dict[str, Any]], None]:
         def handle(obj: dict[str, Any]) -> None:
-            owner = self.children.apply(group, event, obj)
-            if owner is not None:
-                meta = obj["metadata"]
-                seen = ("uid", meta.get("uid", "")) if event == DELETED else (group, meta["name"])
-                self.expectations.observe(owner["uid"], seen)
-                key = JobKey(owner["kind"], meta.get("namespace", ""), owner["name"])
-                self.queue.add_after(key, self.child_event_batch)
+            owner, before = self.children.apply(group, event, obj)
+            if owner is None:
+                return
+            meta, uid = obj["metadata"], owner["uid"]
+            seen = ("uid", meta.get("uid", "")) if event == DELETED else (group, meta["name"])
+            awaited_all = self.expectations.observe(uid, seen)
+            if not self._listed.is_set():
+                return
+            after = None if event == DELETED else obj
+            urgent = changes_state(
+                owner["kind"], group, before, after, lambda: self.children.observed(uid).pods
+            )
+            key = JobKey(owner["kind"], meta.get("namespace", ""), owner["name"])
+            self._schedule(key, uid, urgent, awaited_all)
 
         return handle
+
+    def _schedule(self, key: JobKey, uid: str, urgent: bool, awaited_all: bool) -> None:
+        """A pass now for an urgent change (or once the changes of the last
+        pass have all shown, as a pass before would only wait); else batched."""
+        with self._deferred_lock:
+            if urgent and self.expectations.wait_left(uid):
+                self._deferred.add(uid)
+                urgent = False
+            elif awaited_all and uid in self._deferred:
+                self._deferred.discard(uid)
+                urgent = True
+        if urgent:
+            self.queue.add(key)
+        else:
+            self.queue.add_after(key, self.child_event_batch)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -239,6 +300,7 @@ class Controller:
         for informer in self._informers:
             while not informer.wait_synced(timeout=1):
                 log.info("waiting for caches to sync", extra={"target": informer.name})
+        self._listed.set()
         for i in range(self.workers):
             thread = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
             thread.start()
@@ -433,6 +495,7 @@ class Controller:
         )
         with self._written_lock:
             self._written[job["metadata"]["uid"]] = kept_job(updated)
+            self._echoes[job["metadata"]["uid"]] = updated["metadata"].get("resourceVersion", "")
         log.info(
             "status updated",
             extra={

@@ -46,14 +46,17 @@ class Expectations:
         """A call that failed or changed nothing: nothing will show up."""
         self.observe(job_uid, change)
 
-    def observe(self, job_uid: str, change: Change) -> None:
+    def observe(self, job_uid: str, change: Change) -> bool:
+        """Whether this was the last change the job waited for."""
         with self._lock:
             pending = self._by_job.get(job_uid)
-            if pending is None:
-                return
+            if pending is None or change not in pending.changes:
+                return False
             pending.changes.discard(change)
-            if not pending.changes:
-                del self._by_job[job_uid]
+            if pending.changes:
+                return False
+            del self._by_job[job_uid]
+            return True
 
     def wait_left(self, job_uid: str) -> float:
         """Seconds until the job may be reconciled regardless; 0 when it may now."""

@@ -92,7 +92,14 @@ class WorkQueue(Generic[K]):
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._bucket = bucket or TokenBucket()
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        # Two conditions on the one lock: a key made ready wakes one worker,
+        # and only a new earliest deadline wakes the timer. A single condition
+        # notified to all woke every idle worker and the timer on each child
+        # event, and under a burst the informer thread queued behind them for
+        # the lock (bench/results/scale.md: the profile of the history burst).
+        self._ready = threading.Condition(self._lock)
+        self._timer_due = threading.Condition(self._lock)
         self._queue: deque[K] = deque()  # ready keys, in order
         self._dirty: set[K] = set()  # keys queued or to queue again once done
         self._processing: set[K] = set()  # keys a worker holds
@@ -109,7 +116,7 @@ class WorkQueue(Generic[K]):
     # -- adding ------------------------------------------------------------
 
     def add(self, key: K) -> None:
-        with self._cond:
+        with self._lock:
             self._add_locked(key)
 
     def _add_locked(self, key: K) -> None:
@@ -124,13 +131,13 @@ class WorkQueue(Generic[K]):
         self._queue.append(key)
         self._queued_at[key] = time.monotonic()
         self._observer.depth(len(self._queue))
-        self._cond.notify_all()
+        self._ready.notify()
 
     def add_after(self, key: K, delay: float) -> None:
         if delay <= 0:
             self.add(key)
             return
-        with self._cond:
+        with self._lock:
             # Queued means a pass that has not started yet, which will see
             # whatever this add is about.
             if self._shutting_down or key in self._dirty:
@@ -139,11 +146,13 @@ class WorkQueue(Generic[K]):
             if self._ready_at.get(key, math.inf) <= ready:
                 return
             self._ready_at[key] = ready
-            heapq.heappush(self._waiting, (ready, next(self._seq), key))
-            self._cond.notify_all()
+            entry = (ready, next(self._seq), key)
+            heapq.heappush(self._waiting, entry)
+            if self._waiting[0] is entry:  # the timer sleeps until a later time
+                self._timer_due.notify()
 
     def add_rate_limited(self, key: K) -> None:
-        with self._cond:
+        with self._lock:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
             shared = self._bucket.reserve()
@@ -151,11 +160,11 @@ class WorkQueue(Generic[K]):
         self.add_after(key, max(shared, min(self._max_delay, self._base_delay * 2**failures)))
 
     def forget(self, key: K) -> None:
-        with self._cond:
+        with self._lock:
             self._failures.pop(key, None)
 
     def failures(self, key: K) -> int:
-        with self._cond:
+        with self._lock:
             return self._failures.get(key, 0)
 
     # -- processing ----------------------------------------------------------
@@ -163,14 +172,14 @@ class WorkQueue(Generic[K]):
     def get(self, timeout: float | None = None) -> K:
         """Block until a key is ready; raise ShutDownError once the queue is shut down."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
+        with self._lock:
             while not self._queue:
                 if self._shutting_down:
                     raise ShutDownError
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError
-                self._cond.wait(remaining)
+                self._ready.wait(remaining)
             key = self._queue.popleft()
             self._processing.add(key)
             self._dirty.discard(key)
@@ -181,7 +190,7 @@ class WorkQueue(Generic[K]):
             return key
 
     def done(self, key: K) -> None:
-        with self._cond:
+        with self._lock:
             self._processing.discard(key)
             started = self._started_at.pop(key, None)
             if started is not None:
@@ -191,27 +200,28 @@ class WorkQueue(Generic[K]):
 
     def longest_running(self) -> float:
         """Seconds the longest-held key has been with its worker (0: none)."""
-        with self._cond:
+        with self._lock:
             oldest = min(self._started_at.values(), default=None)
         return 0.0 if oldest is None else time.monotonic() - oldest
 
     def __len__(self) -> int:
-        with self._cond:
+        with self._lock:
             return len(self._queue)
 
     @property
     def waiting(self) -> int:
         """Keys scheduled for later (timers and retries)."""
-        with self._cond:
+        with self._lock:
             return len(self._ready_at)
 
     def shut_down(self) -> None:
-        with self._cond:
+        with self._lock:
             self._shutting_down = True
-            self._cond.notify_all()
+            self._ready.notify_all()
+            self._timer_due.notify_all()
 
     def _release_due(self) -> None:
-        with self._cond:
+        with self._lock:
             while not self._shutting_down:
                 now = time.monotonic()
                 while self._waiting and self._waiting[0][0] <= now:
@@ -220,4 +230,4 @@ class WorkQueue(Generic[K]):
                         del self._ready_at[key]
                         self._add_locked(key)
                 timeout = self._waiting[0][0] - now if self._waiting else None
-                self._cond.wait(timeout)
+                self._timer_due.wait(timeout)

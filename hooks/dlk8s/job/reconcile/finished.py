@@ -4,6 +4,12 @@ Only cleanup per cleanPodPolicy and the TTL remain; a finished job never gets
 a pod created again. A fresh verdict (from the active or invalid path) is
 recorded here too: completionTime, the Succeeded or Failed condition, and the
 event that says why.
+
+Once cleanup is over (phase Done or Failed) the status is final: pods removed
+later, by kube-controller-manager's pod garbage collector (past
+--terminated-pod-gc-threshold) or by hand, do not change the counts it shows.
+Counting them again would rewrite thousands of finished jobs' statuses as the
+collector works through a month of kept pods, for no news about any of them.
 """
 
 from __future__ import annotations
@@ -83,12 +89,21 @@ def finish(
         "phase": phase,
         "reason": reason,
         "conditions": conditions,
-        "replicaStatuses": finished_replica_statuses(job, owned.pods),
+        "replicaStatuses": final_counts(job) or finished_replica_statuses(job, owned.pods),
     }
     ttl_actions, requeue = ttl(job, status)
     if grace:
         requeue = grace if requeue is None else min(requeue, grace)
     return Result(actions + ttl_actions, status, requeue)
+
+
+def final_counts(job: JobView) -> list[Obj] | None:
+    """The replica counts of a job whose cleanup was over, as last written
+    (None while it is not: they still follow the pods)."""
+    if job.prev.get("phase") not in (Phase.DONE, Phase.FAILED):
+        return None
+    counts = job.prev.get("replicaStatuses")
+    return counts if isinstance(counts, list) else None
 
 
 def grace_left(job: JobView, state: str, status: Obj) -> float:

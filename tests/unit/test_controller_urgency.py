@@ -1,0 +1,146 @@
+"""When a child's watch event runs its job's next pass: at once when it may
+change the job's phase or state (job.urgency), after the batch when it only
+moves counts, and not at all while the first lists fill the caches (every
+job's own event queues it then)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from dlk8s.runtime.controller import Controller, JobKey
+from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Cache, Informer
+from dlk8s.runtime.resources import CHILD_RESOURCES
+
+from .fakes import RecordingKube, ScriptedListWatch
+from .test_controller_sync import submitted
+from .worlds import CONFIG, NOW, PODS
+
+KEY = JobKey("TFJob", "ns", "example-job")
+MASTER, WORKER = PODS[0], PODS[1]
+
+
+def batching(
+    kube: RecordingKube, caches: dict[str, Cache], pool: ThreadPoolExecutor, **kw: Any
+) -> Controller:
+    return Controller(
+        kube, CONFIG, caches, workers=0, clock=lambda: NOW, child_event_batch=60, pool=pool, **kw
+    )
+
+
+@pytest.fixture
+def controller(
+    kube: RecordingKube, job_caches: dict[str, Cache], api_pool: ThreadPoolExecutor
+) -> Iterator[Controller]:
+    made = batching(kube, job_caches, api_pool)
+    yield made
+    made.queue.shut_down()
+
+
+def children(kube: RecordingKube) -> list[tuple[str, dict[str, Any]]]:
+    """What the first pass created, as the watches deliver it (pods Pending)."""
+    out = []
+    for (plural, _, _), obj in sorted(kube.objects.items()):
+        if plural in ("pods", "services", "configmaps"):
+            if plural == "pods":
+                obj = obj | {"status": {"phase": "Pending"}}
+            out.append((plural, obj))
+    return out
+
+
+def pod(kube: RecordingKube, name: str, phase: str) -> dict[str, Any]:
+    obj = copy.deepcopy(kube.objects[("pods", "ns", name)])
+    obj["status"] = {"phase": phase}
+    return obj
+
+
+def created(controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]) -> None:
+    """The job's first pass has run and the watches have shown all it created."""
+    submitted(job_caches)
+    controller.sync(KEY)
+    for plural, obj in children(kube):
+        controller.on_child(plural, ADDED)(obj)
+    assert len(controller.queue) == 0  # counts only: batched
+
+
+def ready(controller: Controller) -> int:
+    """Keys queued for a pass now (not scheduled for later)."""
+    return len(controller.queue)
+
+
+def test_a_worker_starting_waits_for_the_batch(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    created(controller, kube, job_caches)
+    controller.on_child("pods", MODIFIED)(pod(kube, WORKER, "Running"))
+    assert ready(controller) == 0
+    assert controller.queue.waiting == 1
+
+
+@pytest.mark.parametrize(
+    ("event", "name"), [(MODIFIED, MASTER), (DELETED, WORKER)], ids=["master-up", "pod-deleted"]
+)
+def test_a_change_of_the_job_s_state_runs_the_pass_at_once(
+    controller: Controller,
+    kube: RecordingKube,
+    job_caches: dict[str, Cache],
+    event: str,
+    name: str,
+) -> None:
+    created(controller, kube, job_caches)
+    controller.on_child("pods", event)(pod(kube, name, "Running"))
+    assert ready(controller) == 1
+
+
+def test_an_urgent_change_waits_for_the_last_awaited_create_then_runs_at_once(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    submitted(job_caches)
+    controller.sync(KEY)
+    delivered = children(kube)
+    master = next(i for i, (_, obj) in enumerate(delivered) if obj["metadata"]["name"] == MASTER)
+    controller.on_child("pods", ADDED)(delivered.pop(master)[1])
+    controller.on_child("pods", MODIFIED)(pod(kube, MASTER, "Running"))
+    assert ready(controller) == 0  # its pass would only wait for the other creates
+    *first, (plural, last) = delivered
+    for group, obj in first:
+        controller.on_child(group, ADDED)(obj)
+    assert ready(controller) == 0
+    controller.on_child(plural, ADDED)(last)
+    assert ready(controller) == 1
+
+
+def test_child_events_of_the_first_lists_queue_nothing(
+    kube: RecordingKube, job_caches: dict[str, Cache], api_pool: ThreadPoolExecutor
+) -> None:
+    informer = Informer(ScriptedListWatch([]), CHILD_RESOURCES["pods"])
+    listing = batching(kube, job_caches, api_pool, informers=[informer])
+    try:
+        submitted(job_caches)
+        listing.sync(KEY)
+        for plural, obj in children(kube):
+            listing.on_child(plural, ADDED)(obj)
+        listing.on_child("pods", MODIFIED)(pod(kube, MASTER, "Running"))
+        assert (ready(listing), listing.queue.waiting) == (0, 0)
+        uid = job_caches["TFJob"].get_by_key("ns/example-job")["metadata"]["uid"]
+        assert len(listing.children.observed(uid).pods) == 4  # the index is filled all the same
+    finally:
+        listing.queue.shut_down()
+
+
+def test_the_event_of_our_own_status_write_is_batched_a_change_of_the_job_is_not(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    submitted(job_caches)
+    controller.sync(KEY)  # creates, and writes the status
+    written = copy.deepcopy(kube.objects[("tfjobs", "ns", "example-job")])
+    controller.on_job("TFJob")(written)
+    assert (ready(controller), controller.queue.waiting) == (0, 1)
+    changed = copy.deepcopy(written)
+    changed["metadata"] |= {"resourceVersion": "9999", "generation": 2}
+    controller.on_job("TFJob")(changed)
+    assert ready(controller) == 1

@@ -1,0 +1,102 @@
+"""Which child changes run their job's pass at once (job.urgency): those that
+may change the job's phase or state; counts alone wait for the batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dlk8s.job.urgency import changes_state
+
+
+def pod(role: str, index: int = 0, phase: str | None = "Pending", **status: Any) -> dict[str, Any]:
+    labels = {"dlk8s.io/replica-type": role, "dlk8s.io/replica-index": str(index)}
+    obj: dict[str, Any] = {"metadata": {"name": f"j-{role}-{index}", "labels": labels}}
+    if phase is not None:
+        obj["status"] = {"phase": phase, **status}
+    return obj
+
+
+def exited(role: str, code: int, index: int = 0, container: str = "tensorflow") -> dict[str, Any]:
+    terminated = {"exitCode": code, "finishedAt": "2026-03-01T12:00:00Z"}
+    return pod(
+        role,
+        index,
+        "Succeeded" if code == 0 else "Failed",
+        containerStatuses=[{"name": container, "state": {"terminated": terminated}}],
+    )
+
+
+def never() -> list[dict[str, Any]]:
+    raise AssertionError("the siblings were not needed")
+
+
+def tf(before: Any, after: Any, siblings: Any = never, group: str = "pods") -> bool:
+    return changes_state("TFJob", group, before, after, siblings)
+
+
+def test_a_child_deleted_or_being_deleted_is_urgent_once() -> None:
+    going = pod("worker") | {"metadata": pod("worker")["metadata"] | {"deletionTimestamp": "t"}}
+    assert tf(pod("worker"), None)
+    assert tf(None, None) is False
+    assert tf(pod("worker"), going)
+    assert tf(going, going) is False
+    assert changes_state("TFJob", "services", {"metadata": {"name": "s"}}, None, never)
+
+
+def test_a_new_child_waits_for_the_batch() -> None:
+    assert tf(None, pod("master", phase="Running")) is False
+    assert changes_state("TFJob", "services", None, {"metadata": {"name": "s"}}, never) is False
+
+
+def test_a_worker_starting_only_moves_counts() -> None:
+    assert tf(pod("worker"), pod("worker", phase="Running")) is False
+    assert tf(pod("worker", phase=None), pod("worker")) is False
+
+
+def test_the_master_coming_up_is_urgent() -> None:
+    running = pod("master", phase="Running")
+    assert tf(pod("master"), running, lambda: [running, pod("worker")])
+
+
+def test_a_failure_is_urgent_and_a_worker_success_is_not() -> None:
+    running = pod("worker", phase="Running")
+    assert tf(running, exited("worker", 137))
+    assert tf(running, pod("worker", phase="Failed", reason="Evicted"))
+    assert tf(running, exited("worker", 0)) is False
+
+
+def test_the_master_ending_is_urgent_by_its_container_even_while_the_pod_runs() -> None:
+    running = pod("master", phase="Running")
+    done = exited("master", 0)
+    done["status"]["phase"] = "Running"  # a sidecar keeps the pod up
+    assert tf(running, done, lambda: [done])
+
+
+@pytest.mark.parametrize(
+    ("others", "urgent"),
+    [(["Running", "Succeeded"], True), (["Running", "Pending"], False)],
+)
+def test_the_last_trainer_up_is_urgent_not_the_others(others: list[str], urgent: bool) -> None:
+    trainers = [pod("trainer", i, phase) for i, phase in enumerate(others, start=1)]
+    up = pod("trainer", 0, "Running")
+    siblings = [up, *trainers, pod("master", phase="Pending")]
+    before = pod("trainer", 0)
+    assert changes_state("PaddleJob", "pods", before, up, lambda: siblings) is urgent
+
+
+def test_deciders_succeed_together_or_the_job_goes_on() -> None:
+    done = [exited("trainer", 0, i, container="paddle") for i in range(2)]
+    still = pod("trainer", 1, "Running")
+    before = pod("trainer", 0, "Running")
+    assert changes_state("PaddleJob", "pods", before, done[0], lambda: done)
+    assert changes_state("PaddleJob", "pods", before, done[0], lambda: [done[0], still]) is False
+
+
+def test_a_decider_no_longer_up_is_urgent() -> None:
+    assert tf(pod("master", phase="Running"), pod("master", phase="Unknown"))
+
+
+def test_a_job_of_an_unknown_kind_is_urgent_on_any_phase_change() -> None:
+    assert changes_state("Nope", "pods", pod("worker"), pod("worker", phase="Running"), never)
