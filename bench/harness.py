@@ -587,6 +587,12 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--workers", type=int, default=0, help="operator workers (0: the chart's)")
     p.add_argument("--submit-parallelism", type=int, default=32)
+    p.add_argument(
+        "--pod-gc-threshold",
+        type=int,
+        default=12500,
+        help="kube-controller-manager's --terminated-pod-gc-threshold (<= 0: keep every pod)",
+    )
     p.add_argument("--timeout", type=float, default=300)
     p.add_argument(
         "--repeat",
@@ -616,7 +622,7 @@ def open_context(args: argparse.Namespace) -> Iterator[tuple[Context, dict[str, 
     raw = args.out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     nodes = [NodeSpec(f"kwok-node-{i}", pods=args.pods_per_node) for i in range(args.nodes)]
-    cluster = LocalCluster(nodes=nodes)
+    cluster = LocalCluster(nodes=nodes, terminated_pod_gc_threshold=args.pod_gc_threshold)
     cluster.start()
     try:
         install = install_chart(cluster)
@@ -656,6 +662,7 @@ def machine_meta(ctx: Context) -> dict[str, Any]:
         "api_parallelism": args.api_parallelism,
         "workers": args.workers or ctx.install.operator_env().get("DLK8S_WORKERS"),
         "submit_parallelism": args.submit_parallelism,
+        "pod_gc_threshold": args.pod_gc_threshold,
         "cluster_startup_s": round(ctx.cluster.startup_seconds, 1),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
         "git": git_describe(),

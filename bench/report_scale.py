@@ -24,6 +24,13 @@ def write_scale_reports(results: dict[str, Any], out: Path) -> str:
 # --- Markdown ------------------------------------------------------------------------------
 
 
+def pod_gc(meta: dict[str, Any]) -> str:
+    threshold = meta.get("pod_gc_threshold", 12500)
+    if threshold <= 0:
+        return "the pod GC keeps every terminated pod"
+    return f"the pod GC deletes terminated pods past {threshold:,}"
+
+
 def markdown(results: dict[str, Any]) -> str:
     meta = results["meta"]
     lines = [
@@ -32,7 +39,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"Run {meta['date']} on {meta['cpus']} CPUs ({meta['cpu_model']}), {meta['memory_gb']} GB,"
         f" load average {meta['load_average_at_start']} at the start; {meta['git']}; kwok nodes"
         f" {meta['nodes']}, operator workers {meta['workers']}, API parallelism"
-        f" {meta['api_parallelism']} (operator and ceiling). The run took"
+        f" {meta['api_parallelism']} (operator and ceiling); {pod_gc(meta)}. The run took"
         f" {meta.get('wall_seconds', 0):.0f} s."
         + (f" {meta['label']}" if meta.get("label") else ""),
         "",

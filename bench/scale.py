@@ -260,7 +260,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     add_common_args(p)
     # The history burst's ratio is the headline: a median of 3 against noise.
-    p.set_defaults(timeout=600.0, repeat=3)
+    # The history keeps every pod of its finished jobs: the pod GC's default
+    # threshold (12,500 terminated pods) would delete them during the runs.
+    p.set_defaults(timeout=600.0, repeat=3, pod_gc_threshold=0)
     return p.parse_args(argv)
 
 

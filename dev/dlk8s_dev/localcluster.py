@@ -260,6 +260,10 @@ class LocalCluster:
     # beside the kwok nodes. It needs root and `make tools`; the API server
     # then binds to the node's veth address instead of 127.0.0.1.
     real_node: bool = False
+    # kube-controller-manager deletes the oldest terminated pods past this
+    # many (its default); <= 0 keeps them all, as a benchmark of a history
+    # of finished jobs with their pods kept needs.
+    terminated_pod_gc_threshold: int = 12500
     node: RealNode | None = field(init=False, default=None)
     workdir: Path = field(init=False)
     server: str = field(init=False, default="")
@@ -557,6 +561,7 @@ class LocalCluster:
                 "--kube-api-qps=500",
                 "--kube-api-burst=1000",
                 "--concurrent-gc-syncs=50",
+                f"--terminated-pod-gc-threshold={self.terminated_pod_gc_threshold}",
             ],
         )
         self._spawn(
