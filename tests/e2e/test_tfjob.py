@@ -162,6 +162,15 @@ def test_master_success_finishes_job_and_stops_the_rest(
     )
     assert remaining["example-job-master-0"]["status"]["phase"] == "Succeeded"
 
+    # The status is final: the master's pod going later (the pod GC past its
+    # threshold, or a user) is not news worth a write.
+    final = get_json(cluster, "-n", namespace, "tfjob", "example-job")
+    cluster.kubectl("delete", "-n", namespace, "pod", "example-job-master-0", "--wait")
+    time.sleep(3)  # the operator handles a pod's deletion within a second
+    after = get_json(cluster, "-n", namespace, "tfjob", "example-job")
+    assert after["metadata"]["resourceVersion"] == final["metadata"]["resourceVersion"]
+    assert after["status"]["succeededPods"] == 1
+
 
 def test_master_permanent_error_fails_job(cluster: LocalCluster, namespace: str) -> None:
     apply(cluster, namespace, tfjob("perm", {"MASTER": 1, "WORKER": 1}))

@@ -201,6 +201,21 @@ def test_pods_removed_after_the_cleanup_leave_the_final_status_alone(policy: str
     assert (result.actions, result.status) == ([], final)
 
 
+def test_pods_that_end_after_a_done_job_s_verdict_are_still_counted() -> None:
+    # cleanPodPolicy None: Done once the MASTER has succeeded, while the
+    # others still run; the counts follow them until they have all ended.
+    world = running_world(runPolicy={"cleanPodPolicy": "None"})
+    world.exit("example-job-master-0", 0)
+    status = world.step().status
+    assert (status["phase"], status["runningPods"], status["succeededPods"]) == ("Done", 3, 1)
+    for name in world.pods():
+        world.exit(name, 0)
+    status = world.step().status
+    assert (status["runningPods"], status["succeededPods"]) == (0, len(PODS))
+    world.vanish("example-job-master-0")
+    assert world.reconcile().status == status
+
+
 def test_pods_that_end_during_the_cleanup_are_still_counted() -> None:
     world = running_world()
     world.exit("example-job-master-0", 0)

@@ -3,8 +3,8 @@
 The controller runs a pass at once for these and batches the rest, as a
 job's pods change one by one while they are created, scheduled and started:
 a pass per event would write the status once per pod, and a pass a second
-later made the job's state lag its pods by up to a second (bench/results:
-status latency). A pass run for nothing costs a reconcile and no write; a
+later made the job's state lag its pods by up to a second (bench/results/
+latency/results.md). A pass run for nothing costs a reconcile and no write; a
 change wrongly batched costs latency, never correctness, as the batched
 pass follows anyway.
 

@@ -5,9 +5,10 @@ a pod created again. A fresh verdict (from the active or invalid path) is
 recorded here too: completionTime, the Succeeded or Failed condition, and the
 event that says why.
 
-Once cleanup is over (phase Done or Failed) the status is final: pods removed
-later, by kube-controller-manager's pod garbage collector (past
---terminated-pod-gc-threshold) or by hand, do not change the counts it shows.
+Once cleanup is over (phase Done or Failed) and every pod counted has ended,
+the status is final: pods removed later, by kube-controller-manager's pod
+garbage collector (past --terminated-pod-gc-threshold) or by hand, do not
+change the counts it shows.
 Counting them again would rewrite thousands of finished jobs' statuses as the
 collector works through a month of kept pods, for no news about any of them.
 """
@@ -24,11 +25,13 @@ from dlk8s.job.api import (
     Phase,
     Reason,
     State,
+    as_dict,
+    as_int,
     format_time,
     parse_time,
 )
 from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE, is_terminating, replica_key
-from dlk8s.job.policy import has_stopped, is_true
+from dlk8s.job.policy import FAILED, SUCCEEDED, has_stopped, is_true
 from dlk8s.job.reconcile.restarts import restart_count
 from dlk8s.job.reconcile.status import carried, finished_replica_statuses, verdict_conditions
 from dlk8s.job.reconcile.view import (
@@ -49,6 +52,8 @@ from dlk8s.job.reconcile.view import (
 # the grace is over. A failed job's pods are deleted at once: its peers
 # would wait for the failed one forever.
 CLEANUP_GRACE_SECONDS = 10.0
+
+ENDED = (SUCCEEDED, FAILED)  # pod phases that never change again
 
 
 def is_finished(job: JobView) -> bool:
@@ -98,12 +103,21 @@ def finish(
 
 
 def final_counts(job: JobView) -> list[Obj] | None:
-    """The replica counts of a job whose cleanup was over, as last written
-    (None while it is not: they still follow the pods)."""
+    """The replica counts as last written, if they are final: the job's
+    cleanup was over and every pod they counted had ended. None while they
+    still follow the pods: under cleanPodPolicy None a job is Done while
+    pods other than the deciding ones still run, and they end later."""
     if job.prev.get("phase") not in (Phase.DONE, Phase.FAILED):
         return None
     counts = job.prev.get("replicaStatuses")
-    return counts if isinstance(counts, list) else None
+    if not isinstance(counts, list) or not all(map(_all_ended, counts)):
+        return None
+    return counts
+
+
+def _all_ended(entry: object) -> bool:
+    states = as_dict(as_dict(entry).get("replicasStates"))
+    return all(phase in ENDED or as_int(n, 0) == 0 for phase, n in states.items())
 
 
 def grace_left(job: JobView, state: str, status: Obj) -> float:
