@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,11 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 def sustained_table(res: dict[str, Any], meta: dict[str, Any]) -> list[str]:
-    op, ce = res["operator"], res["ceiling"]
+    """Operator against the ceiling (and the operator before, if it ran)."""
+    op, ce, before = res["operator"], res["ceiling"], res.get("baseline")
+    runs = [("operator", op), *([("operator before", before)] if before else [])]
+    head = " | ".join(name for name, _ in runs)
+    ratios = " | ".join(f"{name}/ceiling" for name, _ in runs)
     lines = [
         "### Sustained arrival",
         "",
@@ -75,8 +80,8 @@ def sustained_table(res: dict[str, Any], meta: dict[str, Any]) -> list[str]:
         " (the ceiling creates a job's pods and Services when its POST returns). Seconds"
         " from each job's POST.",
         "",
-        "| metric | operator | ceiling | operator/ceiling |",
-        "|---|---:|---:|---:|",
+        f"| metric | {head} | ceiling | {ratios} |",
+        "|---|" + "---:|" * (2 * len(runs) + 1),
     ]
     for name, key in (
         ("submission → all pods created, p50", "job_created_p50_s"),
@@ -84,22 +89,31 @@ def sustained_table(res: dict[str, Any], meta: dict[str, Any]) -> list[str]:
         ("submission → Running, p50 ¹", "job_running_p50_s"),
         ("submission → Running, p99 ¹", "job_running_p99_s"),
     ):
-        lines.append(
-            f"| {name} | {_fmt(op.get(key))} | {_fmt(ce.get(key))} |"
-            f" {_ratio(op.get(key), ce.get(key))} |"
-        )
-    ops = op["operator"]
-    writes = ops["requests"].get("UPDATE tfjobs/status", 0)
+        values = " | ".join(_fmt(r.get(key)) for _, r in runs)
+        shares = " | ".join(_ratio(r.get(key), ce.get(key)) for _, r in runs)
+        lines.append(f"| {name} | {values} | {_fmt(ce.get(key))} | {shares} |")
+    blank = " |" * (len(runs) + 1)
+
+    def row(name: str, value: Callable[[dict[str, Any]], str]) -> str:
+        return f"| {name} | " + " | ".join(value(r) for _, r in runs) + " |" + blank
+
+    def writes(r: dict[str, Any]) -> str:
+        return _fmt(r["operator"]["requests"].get("UPDATE tfjobs/status", 0) / r["jobs"])
+
     lines += [
-        f"| operator CPU seconds | {_fmt(ops['cpu_seconds'])} | | |",
-        f"| operator status writes per job | {_fmt(writes / op['jobs'])} | | |",
-        f"| operator passes per job | {_fmt(ops['reconciles'] / op['jobs'])} | | |",
-        f"| operator peak RSS (MiB) | {_fmt(ops['peak_rss_mb'])} | | |",
-        f"| operator's requests | {_verbs(ops['requests'])} | | |",
-        f"| apiserver requests by verb | {_verbs(op['apiserver_requests_by_verb'])}"
-        f" | {_verbs(ce['apiserver_requests_by_verb'])} | |",
-        f"| other processes' CPU seconds ² | {_fmt(op['other_cpu_seconds'])}"
-        f" | {_fmt(ce['other_cpu_seconds'])} | |",
+        row("operator CPU seconds", lambda r: _fmt(r["operator"]["cpu_seconds"])),
+        row("operator status writes per job", writes),
+        row("operator passes per job", lambda r: _fmt(r["operator"]["reconciles"] / r["jobs"])),
+        row("operator peak RSS (MiB)", lambda r: _fmt(r["operator"]["peak_rss_mb"])),
+        row("operator's requests", lambda r: _verbs(r["operator"]["requests"])),
+        "| apiserver requests by verb | "
+        + " | ".join(_verbs(r["apiserver_requests_by_verb"]) for _, r in runs)
+        + f" | {_verbs(ce['apiserver_requests_by_verb'])} |"
+        + " |" * len(runs),
+        "| other processes' CPU seconds ² | "
+        + " | ".join(_fmt(r["other_cpu_seconds"]) for _, r in runs)
+        + f" | {_fmt(ce['other_cpu_seconds'])} |"
+        + " |" * len(runs),
         "",
         "¹ operator: the job's status.phase Running; ceiling: every pod of the job Running.",
         "² CPU the rest of the machine used meanwhile: a noisy neighbour shows here.",
