@@ -96,8 +96,8 @@ class WorkQueue(Generic[K]):
         # Two conditions on the one lock: a key made ready wakes one worker,
         # and only a new earliest deadline wakes the timer. A single condition
         # notified to all woke every idle worker and the timer on each child
-        # event, and under a burst the informer thread queued behind them for
-        # the lock (bench/results/scale.md: the profile of the history burst).
+        # event, all but one to sleep again, and under a burst the informer
+        # thread that adds the keys waited behind them for the lock.
         self._ready = threading.Condition(self._lock)
         self._timer_due = threading.Condition(self._lock)
         self._queue: deque[K] = deque()  # ready keys, in order

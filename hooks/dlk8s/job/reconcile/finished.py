@@ -8,9 +8,9 @@ event that says why.
 Once cleanup is over (phase Done or Failed) and every pod counted has ended,
 the status is final: pods removed later, by kube-controller-manager's pod
 garbage collector (past --terminated-pod-gc-threshold) or by hand, do not
-change the counts it shows.
-Counting them again would rewrite thousands of finished jobs' statuses as the
-collector works through a month of kept pods, for no news about any of them.
+change the counts it shows: counting them again would rewrite thousands of
+finished jobs' statuses as the collector works through a month of kept pods,
+for no news about any of them.
 """
 
 from __future__ import annotations
