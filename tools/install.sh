@@ -192,20 +192,33 @@ install_node_debs() {
     "${missing[@]}" >/dev/null
 }
 
-# --- Go tools installed as published ----------------------------------------
+# --- Go tools, as published (kwok with one patch) ------------------------
 
 go_install() { GOBIN="$1" go install -trimpath -ldflags "-s -w" "$2@$3"; }
-build_kwok() { go_install "$1" sigs.k8s.io/kwok/cmd/kwok "$2"; }
+# kwok deletes a fake node's pods by name alone, so a delete it queued for a
+# pod that is already gone can remove the pod created next under that name
+# (an operator recreating a pod within milliseconds). The kubelet deletes
+# with a uid precondition; the patch makes kwok do the same. The cache key
+# carries the patch's hash, so a changed patch is a new build.
+KWOK_PATCH="$ROOT/tools/patches/kwok-delete-by-uid.patch"
+KWOK_BUILD="$KWOK_VERSION-$(sha256sum "$KWOK_PATCH" | cut -c1-8)"
+build_kwok() { build_in_module "$1" sigs.k8s.io/kwok "$KWOK_VERSION" cmd/kwok "$KWOK_PATCH"; }
 
-# build_in_module OUT MODULE VERSION PACKAGE: builds PACKAGE inside a copy of
-# MODULE's own source, for modules that `go install` refuses (replace
-# directives in their go.mod) or whose version list the proxy will not serve.
+# build_in_module OUT MODULE VERSION PACKAGE [PATCH]: builds PACKAGE inside a
+# copy of MODULE's own source, for modules that `go install` refuses (replace
+# directives in their go.mod), whose version list the proxy will not serve,
+# or that need PATCH applied first.
 build_in_module() {
-  local out="$1" module="$2" version="$3" package="$4"
+  local out="$1" module="$2" version="$3" package="$4" patch="${5:-}"
   local dir src="$out/src"
   dir="$(go mod download -json "$module@$version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
   cp -r "$dir" "$src"
   chmod -R u+w "$src"
+  if [[ -n "$patch" ]]; then
+    # git apply, as patch(1) is not always installed; the ceiling keeps it
+    # from taking a repository around the cache for the one to patch.
+    (cd "$src" && GIT_CEILING_DIRECTORIES="$out" git apply "$patch")
+  fi
   (cd "$src" && go build -trimpath -ldflags "-s -w" -o "$out/$(basename "$package")" "./$package")
   rm -rf "$src"
 }
@@ -255,7 +268,7 @@ install_tool() {
     coredns) cached coredns "$COREDNS_VERSION" build_coredns ;;
     node-debs) install_node_debs ;;
     etcd) cached etcd "$ETCD_VERSION" build_etcd ;;
-    kwok) cached kwok "$KWOK_VERSION" build_kwok ;;
+    kwok) cached kwok "$KWOK_BUILD" build_kwok ;;
     ct) cached chart-testing "$CHART_TESTING_VERSION" build_ct ;;
     promtool) cached promtool "$PROMETHEUS_VERSION" build_promtool ;;
     helm-unittest) cached helm-unittest "$HELM_UNITTEST_VERSION" build_helm_unittest ;;

@@ -208,6 +208,8 @@ phase: {{{{ if eq $code "0" }}}}Succeeded{{{{ else }}}}Failed{{{{ end }}}}
                         {"key": ".metadata.deletionTimestamp", "operator": "Exists"}
                     ]
                 },
+                # kwok's delete carries the pod's uid as a precondition, as the
+                # kubelet's does (tools/patches/kwok-delete-by-uid.patch).
                 "next": {"finalizers": {"empty": True}, "delete": True},
             },
         },
