@@ -172,6 +172,14 @@ def _phase(kube: Kube, namespace: str, name: str) -> str | None:
         return None
 
 
+def _gone(kube: Kube, namespace: str, name: str, timeout: float = 30) -> None:
+    """Polled without a pause: the new pod must follow the old one's end as
+    closely as an operator's does, or the race this test is about is missed."""
+    deadline = time.monotonic() + timeout
+    while _phase(kube, namespace, name) is not None:
+        assert time.monotonic() < deadline, f"pod {name} still there after {timeout}s"
+
+
 @pytest.mark.parametrize("ended", [True, False], ids=["failed", "running"])
 def test_a_fake_node_deletes_only_the_pod_it_was_asked_to(
     cluster: LocalCluster, namespace: str, ended: bool
@@ -197,14 +205,14 @@ def test_a_fake_node_deletes_only_the_pod_it_was_asked_to(
     for name in names:
         kube.delete("v1", "Pod", namespace, name, None)
         # A failed pod goes at once; a running one once the node has stopped it.
-        while not ended and _phase(kube, namespace, name) is not None:
-            pass
+        if not ended:
+            _gone(kube, namespace, name)
         uids[name] = kube.create(manifest(name, None))["metadata"]["uid"]
     wait_until(
         lambda: all(_phase(kube, namespace, n) in ("Running", None) for n in names),
         what="the new pods to run or vanish",
     )
-    time.sleep(1)
+    time.sleep(1)  # a stale delete of the node's comes within milliseconds; give it ample time
     items = get_json(cluster, "pods", "-n", namespace)["items"]
     assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in items} == uids
 
