@@ -5,10 +5,11 @@ sends them and on what the caches keep of them, and must come out the same."""
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from dlk8s.job.api import Observed
+from dlk8s.job.config import Admission
 from dlk8s.job.kept import kept_child, kept_job
 from dlk8s.job.reconcile import Result, reconcile
 
@@ -134,6 +135,20 @@ def test_a_paddlejob_scaled_up_and_down() -> None:
     world.scale(2)
     world.settle()
     assert world.passes >= 6
+
+
+def test_a_paddlejob_admitted_through_the_gate() -> None:
+    admission = Admission()
+    admission.closed = True
+    world = CheckedPaddle(edl_example(), config=replace(PADDLE_CONFIG, admission=admission))
+    world.settle()
+    gated = world.pod("example-trainer-0")["spec"]["schedulingGates"]
+    world.scale(2, "admitted at 2 trainers")
+    world.settle()
+    assert (gated, world.pod("example-trainer-0")["spec"]["schedulingGates"]) == (
+        [{"name": "dlk8s.io/admission"}],
+        [],
+    )
 
 
 def test_a_kept_pod_is_a_fraction_of_the_pod() -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import copy
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dlk8s.job.actions import Create, Event, Patch
-from dlk8s.job.config import parse_config
+from dlk8s.job.config import Admission, parse_config
 from dlk8s.job.kinds.paddlejob import (
     LAUNCHER,
     TrainerDecision,
@@ -84,7 +84,8 @@ class PaddleWorld(World):
                 meta = action.patch["metadata"]
                 if pod is None or pod["metadata"]["uid"] != meta["uid"]:
                     continue
-                pod["metadata"].setdefault("annotations", {}).update(meta["annotations"])
+                pod["metadata"].setdefault("annotations", {}).update(meta.get("annotations", {}))
+                pod["spec"].update(action.patch.get("spec", {}))
 
     def scale(self, count: object, reason: str | None = None) -> None:
         annotations = self.job["metadata"].setdefault("annotations", {})
@@ -444,3 +445,43 @@ def test_a_trainer_decision_travels_on_the_job_and_its_reason_only_with_its_coun
     assert scale_reason(job, 3) == "set by the dlk8s.io/trainers annotation"
     long = TrainerDecision(2, "x" * 5000).annotations()["dlk8s.io/trainers-reason"]
     assert len(long) == 1000
+
+
+# --- the admission gate -----------------------------------------------------------------
+
+
+def gates(pod: dict[str, Any]) -> list[str]:
+    return [g["name"] for g in pod["spec"].get("schedulingGates", [])]
+
+
+def test_trainers_wait_behind_the_gate_only_while_the_autoscaler_keeps_nodes() -> None:
+    admission = Admission()
+    world = PaddleWorld(edl_example(), config=replace(CONFIG, admission=admission))
+    assert [gates(p) for n, p in created_pods(world.reconcile()).items()] == [[]] * 5
+    admission.closed = True
+    world.settle()
+    assert {n: gates(world.pod(n)) for n in trainers(world)} == {
+        "example-trainer-0": ["dlk8s.io/admission"],
+        "example-trainer-1": ["dlk8s.io/admission"],
+    }
+    # A gate someone else added (an admission webhook) is not ours to lift.
+    world.pod("example-trainer-1")["spec"]["schedulingGates"].insert(0, {"name": "other"})
+    world.settle()
+    assert gates(world.pod("example-trainer-0")) == ["dlk8s.io/admission"]
+    world.scale(2, "admitted at 2 trainers")
+    world.settle()
+    assert {n: gates(world.pod(n)) for n in trainers(world)} == {
+        "example-trainer-0": [],
+        "example-trainer-1": ["other"],
+    }
+
+
+def test_without_the_autoscaler_a_gate_left_from_a_run_with_it_is_lifted() -> None:
+    closed = Admission()
+    closed.closed = True
+    world = PaddleWorld(edl_example(), config=replace(CONFIG, admission=closed))
+    world.settle()
+    assert gates(world.pod("example-trainer-0")) == ["dlk8s.io/admission"]
+    world.config = CONFIG  # restarted with --no-autoscaler
+    world.settle()
+    assert [gates(world.pod(n)) for n in trainers(world)] == [[], []]

@@ -15,6 +15,12 @@ dlk8s.io/trainers-reason (guarded by the job's uid). The reconciler does the
 rest: creates or deletes trainers, patches the live count into every pod,
 records status.trainers and emits the event. Each pass logs one line with
 the cluster's nodes, CPU, memory and GPUs (total, requested, free).
+
+While the plan keeps nodes for a job that has waited too long, the loop
+closes the process's config.Admission: trainers created meanwhile wait
+behind a scheduling gate until a pass admits their job (a change whose
+count may equal the old one), so that only the plan decides who gets the
+room freed on the kept nodes.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from prometheus_client import Counter, Histogram
 
 from dlk8s.autoscaler.plan import (
     DEFAULT_MAX_LOAD,
+    DEFAULT_RESERVE_AFTER,
     Change,
     Plan,
     job_from_manifest,
@@ -37,6 +44,7 @@ from dlk8s.autoscaler.plan import (
     pod_from_manifest,
 )
 from dlk8s.job.api import API_VERSION
+from dlk8s.job.config import Admission
 from dlk8s.job.kinds.paddlejob import KIND, TrainerDecision
 from dlk8s.runtime.client import Kube
 from dlk8s.runtime.errors import ApiError
@@ -49,7 +57,8 @@ NOT_TERMINATED: Final = "status.phase!=Succeeded,status.phase!=Failed"
 
 CHANGES = Counter(
     "dlk8s_autoscaler_changes_total",
-    "Trainer count changes the autoscaler made, by direction.",
+    "Trainer count changes the autoscaler made, by direction (up, down, or"
+    " admitted: a gated job given its count).",
     ["direction"],
 )
 PASS_SECONDS = Histogram(
@@ -67,12 +76,17 @@ class AutoscalerLoop:
         period: float = 5.0,
         debounce: float = 0.5,
         max_load: float = DEFAULT_MAX_LOAD,
+        reserve_after: float = DEFAULT_RESERVE_AFTER,
+        admission: Admission | None = None,
     ) -> None:
         self.kube = kube
         self.jobs = jobs
         self.period = period
         self.debounce = debounce
         self.max_load = max_load
+        self.reserve_after = reserve_after
+        # Shared with the controller of this process (its config's).
+        self.admission = admission or Admission()
         self._nodes = kube.informer(resource_for("v1", "Node"), None, transform=node_from_manifest)
         self._pods = kube.informer(
             resource_for("v1", "Pod"),
@@ -100,7 +114,10 @@ class AutoscalerLoop:
         self._thread.start()
         log.info(
             "autoscaler started",
-            extra={"action": f"period {self.period}s, max load {self.max_load:.2f}"},
+            extra={
+                "action": f"period {self.period}s, max load {self.max_load:.2f}, "
+                f"nodes kept for a job after {self.reserve_after:g}s"
+            },
         )
 
     def stop(self, timeout: float = 5) -> None:
@@ -152,13 +169,25 @@ class AutoscalerLoop:
     def run_once(self) -> Plan:
         started = time.monotonic()
         elastic = [e for e in map(job_from_manifest, self.current_jobs()) if e is not None]
-        result = plan(self._nodes.cache.list(), self._pods.cache.list(), elastic, self.max_load)
+        result = plan(
+            self._nodes.cache.list(),
+            self._pods.cache.list(),
+            elastic,
+            self.max_load,
+            now=time.time(),
+            reserve_after=self.reserve_after,
+        )
+        # Closed before the writes: a job admitted now was planned with the
+        # kept nodes in mind, and one created after must wait for a pass.
+        self.admission.closed = bool(result.kept)
         applied = [change for change in result.changes if self._apply(change)]
         duration = time.monotonic() - started
         PASS_SECONDS.observe(duration)
         action = f"{len(applied)} change(s)" + (
             f", {len(result.unplaceable)} pending group(s) cannot fit" if result.unplaceable else ""
         )
+        for job, nodes in result.kept.items():
+            action += f"; nodes kept for {job}: {', '.join(nodes) or 'none needed'}"
         # A pass runs on every node or pod change: only one that scaled
         # something or ended differently from the last is worth a line.
         outcome = (len(elastic), action)
@@ -192,7 +221,7 @@ class AutoscalerLoop:
             log.info("autoscaler patch skipped", extra={"job": change.key, "error": str(err)})
             return False
         self._written[change.uid] = updated
-        CHANGES.labels("up" if change.new > change.old else "down").inc()
+        CHANGES.labels(_direction(change)).inc()
         log.info(
             "scaling trainers",
             extra={
@@ -202,6 +231,12 @@ class AutoscalerLoop:
             },
         )
         return True
+
+
+def _direction(change: Change) -> str:
+    if change.new == change.old:
+        return "admitted"
+    return "up" if change.new > change.old else "down"
 
 
 def _version(obj: dict[str, Any]) -> int:

@@ -25,6 +25,17 @@ soon as others can make it, and nothing grows while it waits.
    undone. A group that cannot fit even then is passed over: nothing is
    shrunk for it, the groups behind it still get their turn, and it is
    reported (Plan.unplaceable).
+   Starving: a passed-over job that has waited `reserve_after` seconds
+   gets, oldest first, for each trainer, the room the most fulfilled jobs
+   can give back, and for the trainers still left, nodes kept for it
+   (Plan.kept): one per `reserve_after` waited, the closest to fitting
+   first among those not kept for an older one. No other job's minimum is
+   placed there, but growth may borrow them (a trainer above a minimum is
+   given back on the next pass that needs its room), and pods created
+   before cannot be held back. While nodes are kept, new elastic trainers
+   are created gated (config.Admission); a gated job is admitted (a
+   Change, maybe of the same count) once its minimum fits off the kept
+   nodes, and every gated job once no job starves.
 3. The passed over. Pods of a group passed over in step 2 that fit the room
    left now keep it, oldest group first, without shrinking anyone: the
    scheduler binds them one by one as room appears (a fault-tolerant job
@@ -64,6 +75,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final
 
 from dlk8s.job.api import (
@@ -77,10 +89,21 @@ from dlk8s.job.api import (
     dig,
     string_map,
 )
-from dlk8s.job.kinds.paddlejob import KIND, TRAINER, is_elastic, trainer_bounds, trainer_count
+from dlk8s.job.kinds.paddlejob import (
+    ADMISSION_GATE,
+    KIND,
+    TRAINER,
+    is_elastic,
+    requested_trainers,
+    trainer_bounds,
+    trainer_count,
+)
 from dlk8s.job.resources import Resources, container_requests, from_list, pod_requests
 
 DEFAULT_MAX_LOAD: Final = 0.97
+# How long the oldest job that cannot be placed waits before nodes are kept
+# for it, and then how long each further node takes (see _keep_nodes).
+DEFAULT_RESERVE_AFTER: Final = 600.0
 _TRAINER_ROLE: Final = TRAINER.lower()
 _BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
 
@@ -134,6 +157,7 @@ class Pod:
     created: str = ""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    gated: bool = False  # held back by our ADMISSION_GATE: the scheduler leaves it alone
 
     @property
     def key(self) -> str:
@@ -150,6 +174,9 @@ class ElasticJob:
     trainer: Resources  # one trainer's requests
     running: bool  # started and not finishing: may grow
     created: str = ""
+    # It carries a trainer count (ours or a user's): trainers it creates
+    # are never gated again (see config.Admission).
+    admitted: bool = True
 
     def fulfillment(self, trainers: int) -> float:
         return (trainers - self.min) / (self.max - self.min)
@@ -206,6 +233,9 @@ class Plan:
     # Each node's free room once the plan and the pending pods are in place,
     # as the simulation predicts it (never negative in any resource).
     free_after: Mapping[str, Resources] = field(default_factory=dict)
+    # Each starving job (namespace/name) and the nodes kept for it (no
+    # other job's minimum is placed there); empty while no job starves.
+    kept: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 # --- from API objects (lenient: never raise) ------------------------------------------
@@ -268,6 +298,10 @@ def pod_from_manifest(obj: object) -> Pod | None:
         created=as_str(meta.get("creationTimestamp")),
         node_selector=string_map(spec.get("nodeSelector")),
         tolerations=tolerations,
+        gated=any(
+            isinstance(g, dict) and g.get("name") == ADMISSION_GATE
+            for g in as_list(spec.get("schedulingGates"))
+        ),
     )
 
 
@@ -301,6 +335,7 @@ def job_from_manifest(obj: object) -> ElasticJob | None:
         trainer=trainer,
         running=status.get("state") == "Running" and status.get("phase") == "Running",
         created=as_str(meta.get("creationTimestamp")),
+        admitted=requested_trainers(obj) is not None,
     )
 
 
@@ -346,6 +381,11 @@ class _Simulation:
         self.used = Resources()
         self.max_load = max_load
         self.jobs: dict[str, _JobState] = {}
+        # Node -> the group key of the starving job it is kept for (_starve):
+        # only its pods, growth and pending pods the scheduler binds where
+        # it likes are placed there. And the starving jobs' group keys.
+        self.kept: dict[str, str] = {}
+        self.starving: list[str] = []
 
     # -- room -------------------------------------------------------------------
 
@@ -367,12 +407,23 @@ class _Simulation:
             for taint in node.taints
         )
 
-    def best_node(self, req: Resources, pod: Pod | None = None) -> str | None:
+    def may_use(self, name: str, pod: Pod | None, anywhere: bool = False) -> bool:
+        """Whether the pod may go to this node: its selector and taints,
+        and the nodes kept for the starving job (unless the pod is its, or
+        one the scheduler binds where it likes: `anywhere`)."""
+        owner = self.kept.get(name)
+        if owner and not anywhere and (pod is None or _group_key(pod) != owner):
+            return False
+        return self._allowed(self.nodes[name], pod)
+
+    def best_node(
+        self, req: Resources, pod: Pod | None = None, anywhere: bool = False
+    ) -> str | None:
         """Where kube-scheduler's default score would put it: of the nodes it
         fits on, the one with the most free CPU and memory (by share)."""
         best: tuple[float, str] | None = None
         for name, room in self.free.items():
-            if not req.fits_in(room) or not self._allowed(self.nodes[name], pod):
+            if not req.fits_in(room) or not self.may_use(name, pod, anywhere):
                 continue
             alloc = self.nodes[name].allocatable
             score = (
@@ -410,11 +461,13 @@ class _Simulation:
 
     # -- placing pods ----------------------------------------------------------
 
-    def place_all(self, pods: Sequence[Pod]) -> list[tuple[str, Resources]] | None:
+    def place_all(
+        self, pods: Sequence[Pod], anywhere: bool = False
+    ) -> list[tuple[str, Resources]] | None:
         """Place every pod (largest first); on failure undo and return None."""
         placed: list[tuple[str, Resources]] = []
         for pod in sorted(pods, key=lambda p: (p.requests, p.name), reverse=True):
-            node = self.best_node(pod.requests, pod)
+            node = self.best_node(pod.requests, pod, anywhere)
             if node is None:
                 self.unplace(placed)
                 return None
@@ -498,14 +551,17 @@ def plan(
     pods: Iterable[Pod],
     jobs: Iterable[ElasticJob],
     max_load: float = DEFAULT_MAX_LOAD,
+    now: float | None = None,
+    reserve_after: float = DEFAULT_RESERVE_AFTER,
 ) -> Plan:
+    """`now` (epoch seconds) dates the waits; None keeps no nodes for anyone."""
     nodes, pods = list(nodes), list(pods)
     elastic = {j.uid: j for j in jobs if j.min < j.max}
     sim = _Simulation(nodes, max_load)
     summary = _summary(sim, pods, len(elastic))
     unbound = _account(sim, pods, elastic)
     groups, growing = _pending(sim, unbound)
-    admitted, passed_over = _admit(sim, groups)
+    admitted, passed_over = _admit(sim, groups, _Patience(now, reserve_after))
     held = _hold_what_fits(sim, passed_over)
     _place_growing(sim, growing)
     _respect_bound(sim)
@@ -514,13 +570,70 @@ def plan(
     # is tried at once, a pod that failed before waits out its back-off).
     if not any(_is_job(g) for g in (*admitted, *held)):
         _grow(sim)
+    ungated = _to_admit(sim, admitted, passed_over)
     changes = tuple(
-        Change(s.job.uid, s.job.key, s.job.trainers, s.target, s.reason)
+        Change(s.job.uid, s.job.key, s.job.trainers, s.target, _why(sim, s))
         for s in sorted(sim.jobs.values(), key=lambda s: s.job.key)
-        if s.target != s.job.trainers
+        if s.target != s.job.trainers or s.job.uid in ungated
     )
     unplaceable = tuple(f"{g[0].namespace}/{g[0].name} (+{len(g) - 1})" for g in passed_over)
-    return Plan(changes, summary, unplaceable, dict(sim.free))
+    kept = {
+        _job_label(g): tuple(sorted(n for n, key in sim.kept.items() if key == _group_key(g[0])))
+        for g in passed_over
+        if _group_key(g[0]) in sim.starving
+    }
+    return Plan(changes, summary, unplaceable, dict(sim.free), kept)
+
+
+@dataclass(frozen=True)
+class _Patience:
+    """How long the oldest job that cannot be placed waits before nodes are
+    kept for it: one node after `reserve_after` seconds, one more for every
+    further `reserve_after`, up to one per trainer it still waits for."""
+
+    now: float | None
+    reserve_after: float
+
+    def nodes(self, group: Sequence[Pod]) -> int:
+        stamps = [t for t in (_epoch(p.created) for p in group) if t is not None]
+        if self.now is None or self.reserve_after <= 0 or not stamps:
+            return 0
+        return max(0, int((self.now - min(stamps)) // self.reserve_after))
+
+
+def _epoch(stamp: str) -> float | None:
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _to_admit(
+    sim: _Simulation, admitted: Sequence[list[Pod]], passed_over: Sequence[list[Pod]]
+) -> set[str]:
+    """Jobs whose gated trainers may go to the scheduler now: those given
+    room, the starving job itself (its room is kept), and, once no job
+    starves, every gated job (the gate only guards kept nodes)."""
+    waiting = [g for g in passed_over if not sim.starving or _group_key(g[0]) in sim.starving]
+    return {
+        s.job.uid
+        for g in (*admitted, *waiting)
+        if (s := sim.jobs.get(_group_key(g[0]))) is not None and _gated(g) and not s.job.admitted
+    }
+
+
+def _why(sim: _Simulation, state: _JobState) -> str:
+    if state.target != state.job.trainers or state.job.admitted:
+        return state.reason
+    return f"admitted at {state.target} trainers ({sim.load_text()})"
+
+
+def _gated(group: Sequence[Pod]) -> bool:
+    return any(p.gated for p in group)
+
+
+def _job_label(group: Sequence[Pod]) -> str:
+    return f"{group[0].namespace}/{_job_name(group)}"
 
 
 def _summary(sim: _Simulation, pods: Sequence[Pod], elastic: int) -> ClusterSummary:
@@ -611,6 +724,8 @@ def _unborn_trainer(state: _JobState, index: int) -> Pod:
         created=job.created,
         node_selector=model.node_selector if model else {},
         tolerations=model.tolerations if model else (),
+        # Created while nodes are kept, it would be gated: place it as such.
+        gated=not job.admitted,
     )
 
 
@@ -626,17 +741,93 @@ def _is_job(group: Sequence[Pod]) -> bool:
 
 
 def _admit(
-    sim: _Simulation, groups: Sequence[list[Pod]]
+    sim: _Simulation, groups: Sequence[list[Pod]], patience: _Patience
 ) -> tuple[list[list[Pod]], list[list[Pod]]]:
     """Place each pending group, oldest first, shrinking others if it must.
     A group that cannot fit even then is passed over: nothing is shrunk for
-    it and the groups behind it still get their turn. Returns the groups
-    admitted and those passed over."""
+    it and the groups behind it still get their turn, unless it is the
+    oldest and has waited too long (_starve). Gated groups are placed off
+    the kept nodes; others go where the scheduler puts them. Returns the
+    groups admitted and those passed over."""
     admitted: list[list[Pod]] = []
     passed_over: list[list[Pod]] = []
     for group in groups:
-        (admitted if _make_room(sim, group) else passed_over).append(group)
+        if _make_room(sim, group, anywhere=not _gated(group)):
+            admitted.append(group)
+            continue
+        passed_over.append(group)
+        count = patience.nodes(group)
+        if _is_job(group) and count > 0:
+            _starve(sim, group, count)
     return admitted, passed_over
+
+
+def _starve(sim: _Simulation, group: Sequence[Pod], count: int) -> None:
+    """A job that cannot be placed, once it has waited too long:
+    each of its trainers that fits now, or fits once the most fulfilled
+    jobs give back trainers, gets that room (it starts with fewer than its
+    minimum, as a fault-tolerant job may); for the rest, `count` nodes
+    closest to fitting them are kept from everyone else, so that room freed
+    there by jobs ending adds up instead of going to smaller, younger pods.
+    Growth may borrow it meanwhile: this shrinks those trainers as soon as
+    one of the job's fits. Without this, a job of large trainers can wait
+    for ever behind smaller ones."""
+    key = _group_key(group[0])
+    sim.starving.append(key)
+    unplaced = [p for p in _largest_first(group) if not _make_room(sim, [p], anywhere=True)]
+    if not unplaced:
+        return
+    closest = _closest_nodes(sim, unplaced[0])
+    if not closest:  # no node could ever hold it: keeping any would help nobody
+        sim.starving.remove(key)
+    for name in closest[: min(count, len(unplaced))]:
+        sim.kept[name] = key
+
+
+def _closest_nodes(sim: _Simulation, pod: Pod) -> list[str]:
+    """The nodes a pod may go to, by how little of its request their room
+    at minimums lacks (as a share of each node's allocatable). Room at
+    minimums (free, and trainers above their job's minimum: growth gives
+    those back) moves only as jobs end or minimums are placed, so the nodes
+    kept stay the same from pass to pass while room adds up on them; free
+    room alone would move them to wherever a job ended last."""
+    lent = _above_minimums(sim)
+
+    def lacking(name: str) -> tuple[float, str]:
+        room, alloc = sim.free[name] + lent.get(name, Resources()), sim.nodes[name].allocatable
+        short = sum(
+            _share(max(0, need - have), whole)
+            for need, have, whole in (
+                (pod.requests.gpu, room.gpu, alloc.gpu),
+                (pod.requests.cpu, room.cpu, alloc.cpu),
+                (pod.requests.memory, room.memory, alloc.memory),
+            )
+            if need > 0
+        )
+        return short, name
+
+    fitting = [
+        n
+        for n, node in sim.nodes.items()
+        if pod.requests.fits_in(node.allocatable)
+        and n not in sim.kept
+        and sim.may_use(n, pod, anywhere=True)
+    ]
+    return sorted(fitting, key=lacking)
+
+
+def _above_minimums(sim: _Simulation) -> dict[str, Resources]:
+    """Per node, the requests of the trainers above their job's minimum."""
+    lent: dict[str, Resources] = {}
+    for state in sim.jobs.values():
+        for index, node in state.slots.items():
+            if node is not None and index >= state.job.min:
+                lent[node] = lent.get(node, Resources()) + state.job.trainer
+    return lent
+
+
+def _largest_first(pods: Iterable[Pod]) -> list[Pod]:
+    return sorted(pods, key=lambda p: (p.requests, p.name), reverse=True)
 
 
 def _hold_what_fits(sim: _Simulation, passed_over: Sequence[list[Pod]]) -> list[list[Pod]]:
@@ -645,11 +836,14 @@ def _hold_what_fits(sim: _Simulation, passed_over: Sequence[list[Pod]]) -> list[
     room appears (a fault-tolerant job starts with fewer trainers), and a
     hole a large trainer fits is rare once growth has filled it with small
     ones. Nothing is shrunk for them, and the groups behind them were
-    admitted first. Returns the groups that hold room."""
+    admitted first. The starving job placed its own (_starve); gated groups
+    hold nothing while nodes are kept, as they stay gated. Returns the
+    groups that hold room."""
     held: list[list[Pod]] = []
     for group in passed_over:
-        largest_first = sorted(group, key=lambda p: (p.requests, p.name), reverse=True)
-        placed = [p for p in largest_first if sim.place_all([p]) is not None]
+        if _group_key(group[0]) in sim.starving or (_gated(group) and sim.starving):
+            continue
+        placed = [p for p in _largest_first(group) if sim.place_all([p]) is not None]
         if placed:
             held.append(placed)
     return held
@@ -662,7 +856,7 @@ def _place_growing(sim: _Simulation, growing: Sequence[_Growing]) -> None:
         state = item.state
         if item.index >= state.target:
             continue  # given back already, with a lower one
-        placed = sim.place_all([item.pod or _unborn_trainer(state, item.index)])
+        placed = sim.place_all([item.pod or _unborn_trainer(state, item.index)], anywhere=True)
         if placed is not None:
             state.slots[item.index] = placed[0][0]
             continue
@@ -670,9 +864,9 @@ def _place_growing(sim: _Simulation, growing: Sequence[_Growing]) -> None:
         sim.shrink_to(state, item.index, f"trainer {item.index} {why}; giving it back")
 
 
-def _make_room(sim: _Simulation, group: Sequence[Pod]) -> bool:
+def _make_room(sim: _Simulation, group: Sequence[Pod], anywhere: bool = False) -> bool:
     """Place a pending group, shrinking the most fulfilled jobs if it must."""
-    placed = sim.place_all(group)
+    placed = sim.place_all(group, anywhere)
     if placed is not None:
         return True
     saved = sim.snapshot()
@@ -686,10 +880,10 @@ def _make_room(sim: _Simulation, group: Sequence[Pod]) -> bool:
             sim.restore(saved)
             return False
         steps.append((donor, sim.shrink(donor, reason)))
-        placed = sim.place_all(group)
+        placed = sim.place_all(group, anywhere)
     sim.unplace(placed)
-    _undo_unneeded(sim, group, steps, reason)
-    if sim.place_all(group) is None:  # cannot happen: only what still fits was kept
+    _undo_unneeded(sim, group, steps, reason, anywhere)
+    if sim.place_all(group, anywhere) is None:  # cannot happen: only what still fits was kept
         sim.restore(saved)
         return False
     for uid, (target, _, shrunk, old_reason) in saved[2].items():
@@ -717,6 +911,7 @@ def _undo_unneeded(
     group: Sequence[Pod],
     steps: Sequence[tuple[_JobState, str | None]],
     reason: str,
+    anywhere: bool,
 ) -> None:
     """Give back the trainers the group turns out not to need, last shrunk
     first. A job gives up its highest trainers only: once one of its
@@ -726,7 +921,7 @@ def _undo_unneeded(
         if donor.job.uid in kept:
             continue
         sim.unshrink(donor, node)
-        trial = sim.place_all(group)
+        trial = sim.place_all(group, anywhere)
         if trial is None:
             sim.shrink(donor, reason)
             kept.add(donor.job.uid)
@@ -787,7 +982,10 @@ def _grow(sim: _Simulation) -> None:
         for state in candidates:
             if not sim.within_bound(state.job.trainer):
                 continue
-            node = sim.best_node(state.job.trainer, _unborn_trainer(state, state.target))
+            # Growth may borrow the kept nodes: its trainers are given back
+            # as soon as the starving job's fit there (_starve shrinks them).
+            trainer = _unborn_trainer(state, state.target)
+            node = sim.best_node(state.job.trainer, trainer, anywhere=True)
             if node is None:
                 continue
             sim.grow(state, node, "")

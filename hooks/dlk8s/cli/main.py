@@ -11,10 +11,11 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 
 from dlk8s.autoscaler.loop import AutoscalerLoop
 from dlk8s.cli import convert, smoke
-from dlk8s.job.config import load_config
+from dlk8s.job.config import Admission, load_config
 from dlk8s.job.kinds.paddlejob import PADDLEJOB
 from dlk8s.runtime import leader, logs, metrics
 from dlk8s.runtime.client import Kube, load_api_client
@@ -135,6 +136,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds between autoscaler passes when nothing changes",
     )
     run.add_argument(
+        "--autoscaler-reserve-after",
+        type=float,
+        default=float(_env("AUTOSCALER_RESERVE_AFTER", "600")),
+        help="seconds the oldest elastic job that cannot be placed waits before a node is kept"
+        " for it (one more each further period, up to one per trainer it waits for)",
+    )
+    run.add_argument(
         "--stuck-pass-seconds",
         type=float,
         default=float(_env("STUCK_PASS_SECONDS", "300")),
@@ -162,9 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     kube = Kube(load_api_client(args.kubeconfig, pool_size=args.api_parallelism + 8))
+    admission = Admission() if args.autoscaler else None
     controller = Controller.watching(
         kube,
-        load_config(args.config_file),
+        replace(load_config(args.config_file), admission=admission),
         namespace=args.namespace or None,
         workers=args.workers,
         api_parallelism=args.api_parallelism,
@@ -176,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
             lambda: controller.jobs(PADDLEJOB.name),
             period=args.autoscaler_period,
             max_load=args.autoscaler_max_load,
+            reserve_after=args.autoscaler_reserve_after,
+            admission=admission,
         )
         if args.autoscaler
         else None

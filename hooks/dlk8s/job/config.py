@@ -42,6 +42,22 @@ _OPTIONS_TOLERATED_IN_ACCELERATORS: Final = ("grpcServerFilePath", "tfImage")
 _NO_SCRIPT: Final = "grpcServerFilePath is not set in the controller config"
 
 
+class Admission:
+    """Whether new elastic trainers wait for the autoscaler's admission.
+
+    The one piece of state the autoscaler shares with the reconciler of its
+    process. The autoscaler closes it while a job that has waited too long
+    has nodes kept for it (autoscaler.plan): a trainer created then waits
+    behind kinds.paddlejob.ADMISSION_GATE until the autoscaler gives its job
+    a trainer count, so that kube-scheduler cannot hand the kept room to a
+    younger job's pods. Open, trainers are scheduled at once. A bool is
+    read and written whole under the GIL, so no lock.
+    """
+
+    def __init__(self) -> None:
+        self.closed = False
+
+
 class ConfigError(ValueError):
     """The controller configuration is unusable; the message names the field."""
 
@@ -77,6 +93,9 @@ class ControllerConfig:
     # then grpc_server_error says why (reported only when a job needs it).
     grpc_server_script: str = ""
     grpc_server_error: str = _NO_SCRIPT
+    # Set when the autoscaler runs beside the controller (see Admission).
+    # Not a chart value: it follows the autoscaler, which alone admits jobs.
+    admission: Admission | None = field(default=None, compare=False)
 
 
 def load_config(path: str | Path | None) -> ControllerConfig:

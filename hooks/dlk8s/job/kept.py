@@ -8,7 +8,8 @@ memory per thousand jobs), so the caches keep only what is read:
 
 - of a child, what reconcile, the kinds and the executor read of a child
   they did not build: its identity, labels, annotations, owners, deletion,
-  and of a pod its phase, failure reason and the end of each container. A
+  and of a pod its scheduling gates (a PaddleJob trainer's admission), its
+  phase, failure reason and the end of each container. A
   new read of any other field must be added here: tests/unit/test_kept.py
   runs reconcile on whole and on kept children alike.
 - of a job, everything but managedFields: the spec is validated on every
@@ -38,6 +39,9 @@ def kept_child(obj: Obj) -> Obj:
     meta = as_dict(obj.get("metadata"))
     kept: Obj = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
     kept["metadata"] = {k: meta[k] for k in _CHILD_METADATA if k in meta}
+    gates = dig(obj, "spec", "schedulingGates")
+    if gates:
+        kept["spec"] = {"schedulingGates": gates}
     status = obj.get("status")
     if isinstance(status, dict):  # only a pod's has anything read
         kept["status"] = _pod_status(status)

@@ -155,6 +155,10 @@ ANNOTATION_TRAINERS_REASON: Final = "dlk8s.io/trainers-reason"
 # How much of a reason the annotation keeps, and how much status and events show.
 MAX_REASON: Final = 1000
 SHOWN_REASON: Final = 300
+# A trainer created while the autoscaler keeps nodes for a starving job
+# carries this scheduling gate until its job has a trainer count (the
+# autoscaler's admission, or a user's): see config.Admission.
+ADMISSION_GATE: Final = "dlk8s.io/admission"
 TRAINERS_VOLUME: Final = "dlk8s-trainers"
 TRAINERS_DIR: Final = "/etc/dlk8s"
 TRAINERS_FILE: Final = f"{TRAINERS_DIR}/trainers"
@@ -187,6 +191,17 @@ def requested_trainers(job: object) -> int | None:
         text = value.strip()
         return int(text) if len(text) < 10 else MAX_REPLICAS
     return None
+
+
+def awaits_admission(ctx: JobContext) -> bool:
+    """New trainers of this job are to wait behind ADMISSION_GATE."""
+    admission = ctx.config.admission
+    return (
+        admission is not None
+        and admission.closed
+        and is_elastic(ctx.job)
+        and requested_trainers(ctx.job) is None
+    )
 
 
 def trainer_count(job: object) -> int | None:
@@ -517,6 +532,9 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
         mount = {"name": TRAINERS_VOLUME, "mountPath": TRAINERS_DIR, "readOnly": True}
         container["volumeMounts"] = [*as_list(container.get("volumeMounts")), mount]
     pod["metadata"].setdefault("annotations", {})[ANNOTATION_TRAINERS] = str(ctx.pod_count(TRAINER))
+    if slot.role == TRAINER and awaits_admission(ctx):
+        gates = as_list(pod["spec"].get("schedulingGates"))
+        pod["spec"]["schedulingGates"] = [*gates, {"name": ADMISSION_GATE}]
     return pod
 
 
@@ -524,7 +542,8 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
 
 
 def update_children(ctx: JobContext, owned: Observed) -> list[Action]:
-    """Patch the live count into every pod that stays; an event per change."""
+    """Patch the live count into every pod that stays, and lift the
+    admission gate once the job may start; an event per change."""
     count = ctx.pod_count(TRAINER)
     value = str(count)
     actions: list[Action] = []
@@ -534,6 +553,9 @@ def update_children(ctx: JobContext, owned: Observed) -> list[Action]:
         message = f"Scaling trainers from {previous} to {count}: {why}"
         actions.append(Event(EventType.NORMAL, REASON_SCALED, message))
     wanted = {r.role.lower(): r.replicas for r in ctx.replicas}
+    # Without the autoscaler nothing would ever admit the job: a gate left
+    # from a run with it goes too.
+    lift = ctx.config.admission is None or requested_trainers(ctx.job) is not None
     for pod in owned.pods:
         key = replica_key(pod)
         if (
@@ -541,14 +563,26 @@ def update_children(ctx: JobContext, owned: Observed) -> list[Action]:
             or key[1] >= wanted.get(key[0], 0)  # about to be deleted by scaling down
             or is_terminating(pod)
             or dig(pod, "status", "phase") in _FINISHED
-            or dig(pod, "metadata", "annotations", ANNOTATION_TRAINERS) == value
         ):
             continue
-        # The uid makes the patch fail rather than touch a newer pod of that name.
-        patch = {"metadata": {"uid": dig(pod, "metadata", "uid"), "annotations": {}}}
-        patch["metadata"]["annotations"][ANNOTATION_TRAINERS] = value
-        actions.append(Patch("v1", "Pod", ctx.namespace, name_of(pod), patch))
+        patch = _pod_patch(pod, value, lift)
+        if patch is not None:
+            actions.append(Patch("v1", "Pod", ctx.namespace, name_of(pod), patch))
     return actions
+
+
+def _pod_patch(pod: Obj, count: str, lift_gate: bool) -> Obj | None:
+    """The live count, and our gate gone, if either is due. A merge patch
+    replaces the whole list: gates others added (a webhook's) are kept in it."""
+    # The uid makes the patch fail rather than touch a newer pod of that name.
+    patch: Obj = {"metadata": {"uid": dig(pod, "metadata", "uid")}}
+    if dig(pod, "metadata", "annotations", ANNOTATION_TRAINERS) != count:
+        patch["metadata"]["annotations"] = {ANNOTATION_TRAINERS: count}
+    gates = as_list(dig(pod, "spec", "schedulingGates"))
+    kept = [g for g in gates if not (isinstance(g, dict) and g.get("name") == ADMISSION_GATE)]
+    if lift_gate and len(kept) < len(gates):
+        patch["spec"] = {"schedulingGates": kept}
+    return patch if len(patch) > 1 or len(patch["metadata"]) > 1 else None
 
 
 def status_fields(job: Obj, previous: Obj, now: str) -> Obj:
