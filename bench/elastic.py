@@ -30,7 +30,11 @@ annotates its trainers with kwok.dlk8s.io/exit-code=0 so kwok ends them and
 the operator sees the job succeed. Time is compressed (one trace second =
 --scale wall seconds), the cluster, the scheduler and the operator are not:
 their reaction times are real wall-clock time and so weigh 1/scale times
-more in trace time than they would in a real cluster.
+more in trace time than they would in a real cluster. The one exception is
+kube-scheduler's back-off before it retries a pod that did not fit: its
+longest (10 s by default) is compressed with the trace, to the 1 s its
+config allows at the default scale, for both modes alike; left at 10 s it
+would leave a pod pending up to 125 trace seconds after its room appeared.
 
 Measured per job: wait (submission to the first Running trainer) and
 completion time (submission to the work done); per run: the GPUs held by
@@ -102,6 +106,8 @@ DEFAULT_SCALE = 0.08  # wall seconds per trace second: six replays in about 36 m
 # kept for many jobs hold newcomers back); at 450, mean 121.1, max 661.8.
 DEFAULT_RESERVE_AFTER = 450.0
 BURST_WINDOW = 60.0
+# kube-scheduler's default podMaxBackoffSeconds (see scheduler_backoff).
+SCHEDULER_MAX_BACKOFF = 10
 
 
 # --- the traces ---------------------------------------------------------------------------
@@ -599,6 +605,14 @@ class Driver:
 # --- one mode -------------------------------------------------------------------------------
 
 
+def scheduler_backoff(scale: float) -> int:
+    """kube-scheduler's longest back-off, in wall seconds, for a replay at
+    `scale`: its default 10 s compressed like the trace, but whole seconds
+    and at least 1 (what its config accepts), so both modes see a pod that
+    did not fit retried about as soon, in trace time, as on a real cluster."""
+    return max(1, math.ceil(SCHEDULER_MAX_BACKOFF * scale))
+
+
 def run_mode(
     mode: str, trace: dict[str, Any], args: argparse.Namespace, raw: Path, memory: bool
 ) -> dict[str, Any]:
@@ -612,7 +626,11 @@ def run_mode(
         for i in range(spec["nodes"])
     ]  # fmt: skip
     began = time.monotonic()
-    cluster = LocalCluster(nodes=nodes, log=lambda msg: print(f"  {msg}", flush=True))
+    cluster = LocalCluster(
+        nodes=nodes,
+        log=lambda msg: print(f"  {msg}", flush=True),
+        scheduler_max_backoff_seconds=scheduler_backoff(scale),
+    )
     cluster.start()
     operator: OperatorProcess | None = None
     driver: Driver | None = None
@@ -1002,8 +1020,8 @@ READING = [
     "has while they arrive) every running job ends up at its minimum ('full at",
     "minimums'): nothing is left to give back, and which waiting job starts when",
     "another finishes is kube-scheduler's choice. It binds pods in its own order",
-    "(a pod that failed often sits out a longer back-off), so a job of large",
-    "trainers can be passed by younger, smaller ones.",
+    "(a pod that did not fit waits out a back-off: 1 s at the default scale), so a job",
+    "of large trainers can be passed by younger, smaller ones.",
 ]
 
 
