@@ -1154,7 +1154,7 @@ def main(argv: list[str] | None = None) -> int:
         "--reserve-after",
         type=float,
         default=DEFAULT_RESERVE_AFTER,
-        help="trace seconds the oldest job that cannot be placed waits before a node is kept"
+        help="trace seconds a job that cannot be placed waits before a node is kept"
         " for it (the operator's --autoscaler-reserve-after, scaled)",
     )
     args = parser.parse_args(argv)

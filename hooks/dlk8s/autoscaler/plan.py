@@ -101,8 +101,8 @@ from dlk8s.job.kinds.paddlejob import (
 from dlk8s.job.resources import Resources, container_requests, from_list, pod_requests
 
 DEFAULT_MAX_LOAD: Final = 0.97
-# How long the oldest job that cannot be placed waits before nodes are kept
-# for it, and then how long each further node takes (see _keep_nodes).
+# How long a job that cannot be placed waits before a node is kept for it,
+# and then how long each further node takes (see _Patience, _starve).
 DEFAULT_RESERVE_AFTER: Final = 600.0
 _TRAINER_ROLE: Final = TRAINER.lower()
 _BLOCKING_EFFECTS: Final = ("NoSchedule", "NoExecute")
@@ -587,8 +587,8 @@ def plan(
 
 @dataclass(frozen=True)
 class _Patience:
-    """How long the oldest job that cannot be placed waits before nodes are
-    kept for it: one node after `reserve_after` seconds, one more for every
+    """How long a job that cannot be placed waits before nodes are kept
+    for it: one node after `reserve_after` seconds, one more for every
     further `reserve_after`, up to one per trainer it still waits for."""
 
     now: float | None
@@ -745,8 +745,8 @@ def _admit(
 ) -> tuple[list[list[Pod]], list[list[Pod]]]:
     """Place each pending group, oldest first, shrinking others if it must.
     A group that cannot fit even then is passed over: nothing is shrunk for
-    it and the groups behind it still get their turn, unless it is the
-    oldest and has waited too long (_starve). Gated groups are placed off
+    it and the groups behind it still get their turn; once it has waited
+    too long, it starves (_starve). Gated groups are placed off
     the kept nodes; others go where the scheduler puts them. Returns the
     groups admitted and those passed over."""
     admitted: list[list[Pod]] = []

@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--autoscaler-reserve-after",
         type=float,
         default=float(_env("AUTOSCALER_RESERVE_AFTER", "600")),
-        help="seconds the oldest elastic job that cannot be placed waits before a node is kept"
+        help="seconds an elastic job that cannot be placed waits before a node is kept"
         " for it (one more each further period, up to one per trainer it waits for)",
     )
     run.add_argument(
