@@ -90,9 +90,9 @@ from dlk8s.job.api import (
     string_map,
 )
 from dlk8s.job.kinds.paddlejob import (
-    ADMISSION_GATE,
     KIND,
     TRAINER,
+    is_admission_gate,
     is_elastic,
     requested_trainers,
     trainer_bounds,
@@ -157,7 +157,7 @@ class Pod:
     created: str = ""
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
-    gated: bool = False  # held back by our ADMISSION_GATE: the scheduler leaves it alone
+    gated: bool = False  # held back by our admission gate: the scheduler leaves it alone
 
     @property
     def key(self) -> str:
@@ -298,10 +298,7 @@ def pod_from_manifest(obj: object) -> Pod | None:
         created=as_str(meta.get("creationTimestamp")),
         node_selector=string_map(spec.get("nodeSelector")),
         tolerations=tolerations,
-        gated=any(
-            isinstance(g, dict) and g.get("name") == ADMISSION_GATE
-            for g in as_list(spec.get("schedulingGates"))
-        ),
+        gated=any(map(is_admission_gate, as_list(spec.get("schedulingGates")))),
     )
 
 
@@ -466,7 +463,7 @@ class _Simulation:
     ) -> list[tuple[str, Resources]] | None:
         """Place every pod (largest first); on failure undo and return None."""
         placed: list[tuple[str, Resources]] = []
-        for pod in sorted(pods, key=lambda p: (p.requests, p.name), reverse=True):
+        for pod in _largest_first(pods):
             node = self.best_node(pod.requests, pod, anywhere)
             if node is None:
                 self.unplace(placed)

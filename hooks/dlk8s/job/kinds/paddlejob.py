@@ -193,6 +193,11 @@ def requested_trainers(job: object) -> int | None:
     return None
 
 
+def is_admission_gate(gate: object) -> bool:
+    """One of a pod's spec.schedulingGates is ours."""
+    return isinstance(gate, dict) and gate.get("name") == ADMISSION_GATE
+
+
 def awaits_admission(ctx: JobContext) -> bool:
     """New trainers of this job are to wait behind ADMISSION_GATE."""
     admission = ctx.config.admission
@@ -579,7 +584,7 @@ def _pod_patch(pod: Obj, count: str, lift_gate: bool) -> Obj | None:
     if dig(pod, "metadata", "annotations", ANNOTATION_TRAINERS) != count:
         patch["metadata"]["annotations"] = {ANNOTATION_TRAINERS: count}
     gates = as_list(dig(pod, "spec", "schedulingGates"))
-    kept = [g for g in gates if not (isinstance(g, dict) and g.get("name") == ADMISSION_GATE)]
+    kept = [g for g in gates if not is_admission_gate(g)]
     if lift_gate and len(kept) < len(gates):
         patch["spec"] = {"schedulingGates": kept}
     return patch if len(patch) > 1 or len(patch["metadata"]) > 1 else None
