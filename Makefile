@@ -19,7 +19,7 @@ include bench/chaos.mk
 
 .PHONY: help
 help: ## list the targets
-	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-20s %s\n", $$1, $$2}'
 
 .PHONY: tools
 tools: $(VENV)/.installed ## install the pinned tool chain into .tools/ (cached per user)

@@ -10,3 +10,11 @@ ELASTIC_ARGS ?=
 .PHONY: bench-elastic
 bench-elastic: tools ## replay the elastic PaddleJob traces, autoscaler against static (bench/results/)
 	$(PYTHON) bench/elastic.py run $(ELASTIC_ARGS)
+
+# `make bench-elastic-model`: the same traces in a model without reaction
+# times (bench/elastic_model.py, about 30 seconds): which orders of admission
+# and growth could meet issue #18's targets at all. Writes
+# bench/results/elastic-model.md.
+.PHONY: bench-elastic-model
+bench-elastic-model: tools ## model admission and growth orders on the elastic traces (bench/results/)
+	$(PYTHON) bench/elastic_model.py
