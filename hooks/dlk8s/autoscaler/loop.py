@@ -121,12 +121,14 @@ class AutoscalerLoop:
         )
 
     def stop(self, timeout: float = 5) -> None:
+        """Stop the loop and its watches, all within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
         self._stop.set()
         self._dirty.set()
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._thread.join(max(0.0, deadline - time.monotonic()))
         for informer in (self._nodes, self._pods):
-            informer.stop(timeout)
+            informer.stop(max(0.0, deadline - time.monotonic()))
 
     def _synced(self) -> bool:
         return all(i.has_synced() for i in (self._nodes, self._pods))

@@ -10,8 +10,10 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Final
 
 from dlk8s.autoscaler.loop import AutoscalerLoop
 from dlk8s.cli import convert, smoke
@@ -23,6 +25,10 @@ from dlk8s.runtime.controller import Controller
 from dlk8s.runtime.health import Health
 
 log = logging.getLogger("dlk8s")
+# How long the autoscaler and the controller together get to stop on SIGTERM
+# before the lease is released anyway (release itself takes a few seconds
+# more at worst): within the 30 s the kubelet waits before its SIGKILL.
+WORK_STOP_SECONDS: Final = 10.0
 
 
 def _env(name: str, default: str = "") -> str:
@@ -217,16 +223,23 @@ def run(args: argparse.Namespace) -> int:
         start()
 
     stop.wait()
-    # The work stops before the lease is handed over: never two writers.
+    # The work stops before the lease is handed over: never two writers. One
+    # deadline for all of it, so that the lease is handed back well before
+    # the kubelet's SIGKILL (30 s) leaves it to expire.
+    deadline = time.monotonic() + WORK_STOP_SECONDS
     if autoscaler is not None:
-        autoscaler.stop()
-    controller.stop()
+        autoscaler.stop(_left(deadline))
+    controller.stop(_left(deadline))
     if election is not None:
         election.release()
     if server:
         server.stop()
     log.info("stopped")
     return 1 if election is not None and election.lost else 0
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
 
 
 def _stop_on_signals() -> threading.Event:

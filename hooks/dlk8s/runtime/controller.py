@@ -181,6 +181,8 @@ class Controller:
             self._listed.set()
         self._started = threading.Event()
         self._stopping = threading.Event()
+        # Orders start() against stop(): whichever comes second sees the other.
+        self._lifecycle = threading.Lock()
         # A pass running longer than this means a wedged worker (see problems()).
         self.stuck_after = stuck_after
         self._passes: dict[int, tuple[JobKey, float]] = {}  # by worker: its key, since when
@@ -294,18 +296,29 @@ class Controller:
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the watches, wait until every cache holds a full list, then the workers."""
-        for informer in self._informers:
-            informer.start()
+        """Start the watches, wait until every cache holds a full list, then
+        the workers. Once stop() is called it starts nothing more and returns:
+        a leader that loses its lease or is told to stop while its caches
+        sync must not start workers after the shutdown has passed them."""
+        with self._lifecycle:
+            if self._stopping.is_set():
+                return
+            for informer in self._informers:
+                informer.start()
         for informer in self._informers:
             while not informer.wait_synced(timeout=1):
+                if self._stopping.is_set():
+                    return
                 log.info("waiting for caches to sync", extra={"target": informer.name})
-        self._listed.set()
-        for i in range(self.workers):
-            thread = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        self._started.set()
+        with self._lifecycle:
+            if self._stopping.is_set():
+                return
+            self._listed.set()
+            for i in range(self.workers):
+                thread = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
+                thread.start()
+                self._threads.append(thread)
+            self._started.set()
         log.info("controller started", extra={"action": f"{self.workers} workers"})
 
     @property
@@ -335,10 +348,12 @@ class Controller:
         return found
 
     def stop(self, timeout: float = 10) -> None:
-        self._stopping.set()
+        with self._lifecycle:
+            self._stopping.set()
+            threads = list(self._threads)
         self.queue.shut_down()
         deadline = time.monotonic() + timeout
-        for thread in self._threads:
+        for thread in threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         for informer in self._informers:
             informer.stop(max(0.0, deadline - time.monotonic()))
