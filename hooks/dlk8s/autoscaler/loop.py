@@ -47,6 +47,7 @@ from dlk8s.job.api import API_VERSION
 from dlk8s.job.config import Admission
 from dlk8s.job.kinds.paddlejob import KIND, TrainerDecision
 from dlk8s.runtime.client import Kube
+from dlk8s.runtime.clock import seconds_left
 from dlk8s.runtime.errors import ApiError
 from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED
 from dlk8s.runtime.resources import resource_for
@@ -126,9 +127,9 @@ class AutoscalerLoop:
         self._stop.set()
         self._dirty.set()
         if self._thread is not None:
-            self._thread.join(max(0.0, deadline - time.monotonic()))
+            self._thread.join(seconds_left(deadline))
         for informer in (self._nodes, self._pods):
-            informer.stop(max(0.0, deadline - time.monotonic()))
+            informer.stop(seconds_left(deadline))
 
     def _synced(self) -> bool:
         return all(i.has_synced() for i in (self._nodes, self._pods))

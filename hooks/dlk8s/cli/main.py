@@ -21,6 +21,7 @@ from dlk8s.job.config import Admission, load_config
 from dlk8s.job.kinds.paddlejob import PADDLEJOB
 from dlk8s.runtime import leader, logs, metrics
 from dlk8s.runtime.client import Kube, load_api_client
+from dlk8s.runtime.clock import seconds_left
 from dlk8s.runtime.controller import Controller
 from dlk8s.runtime.health import Health
 
@@ -228,18 +229,14 @@ def run(args: argparse.Namespace) -> int:
     # the kubelet's SIGKILL (30 s) leaves it to expire.
     deadline = time.monotonic() + WORK_STOP_SECONDS
     if autoscaler is not None:
-        autoscaler.stop(_left(deadline))
-    controller.stop(_left(deadline))
+        autoscaler.stop(seconds_left(deadline))
+    controller.stop(seconds_left(deadline))
     if election is not None:
         election.release()
     if server:
         server.stop()
     log.info("stopped")
     return 1 if election is not None and election.lost else 0
-
-
-def _left(deadline: float) -> float:
-    return max(0.0, deadline - time.monotonic())
 
 
 def _stop_on_signals() -> threading.Event:

@@ -26,6 +26,7 @@ from dlk8s.job.reconcile import after_refusals, reconcile
 from dlk8s.job.urgency import changes_state
 from dlk8s.runtime import metrics
 from dlk8s.runtime.client import Kube
+from dlk8s.runtime.clock import seconds_left
 from dlk8s.runtime.errors import ApiError, TerminalError, TransportError
 from dlk8s.runtime.executor import Api, ChildNotCreatedError, Executor, Outcome, job_str
 from dlk8s.runtime.expectations import Expectations
@@ -354,9 +355,9 @@ class Controller:
         self.queue.shut_down()
         deadline = time.monotonic() + timeout
         for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+            thread.join(seconds_left(deadline))
         for informer in self._informers:
-            informer.stop(max(0.0, deadline - time.monotonic()))
+            informer.stop(seconds_left(deadline))
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the loop ------------------------------------------------------------------
