@@ -31,7 +31,7 @@ from dlk8s.runtime.client import Kube
 from dlk8s.runtime.errors import ApiError
 from dlk8s_dev.localcluster import LocalCluster
 
-from ..unit.malformed import JUNK, paths, rich_job
+from ..unit.support.malformed import JUNK, paths, rich_job
 from .test_crd_validation import crds_installed  # noqa: F401 - the fixture
 
 # Values just past the bounds the operator checks (replicas, ports, int32).

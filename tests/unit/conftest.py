@@ -12,8 +12,8 @@ from dlk8s.runtime.controller import Controller
 from dlk8s.runtime.informer import Cache
 from dlk8s.runtime.resources import JOB_RESOURCES
 
-from .fakes import RecordingKube
-from .worlds import CONFIG, NOW
+from .support.fakes import RecordingKube
+from .support.worlds import CONFIG, NOW
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from dlk8s.job.actions import Event
 from dlk8s.runtime.events import EventRecorder
 
-from .fakes import RecordingKube
-from .worlds import tfjob
+from ..support.fakes import RecordingKube
+from ..support.worlds import tfjob
 
 JOB = tfjob()
 REFUSED = Event("Warning", "FailedCreate", 'pods "example-job-master-0" is forbidden: ...')

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "dlk8s"
 HELM = ROOT / ".tools" / "bin" / "helm4"
 RULE_TESTS = ROOT / "tests" / "data" / "prometheus"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "hooks" / "dlk8s"
+PACKAGE = Path(__file__).resolve().parents[3] / "hooks" / "dlk8s"
 STDLIB = frozenset(sys.stdlib_module_names)
 
 # Third-party modules a layer may use besides the standard library.

@@ -20,7 +20,7 @@ from dlk8s.runtime.controller import Controller
 from dlk8s.runtime.informer import Informer, Listing
 from dlk8s.runtime.resources import resource_for
 
-from .worlds import CONFIG
+from ..support.worlds import CONFIG
 
 PODS = resource_for("v1", "Pod")
 

@@ -20,12 +20,12 @@ from dlk8s.job.actions import Create, Event
 from dlk8s.job.config import parse_config
 from dlk8s.job.reconcile import Observed, reconcile
 
-from .malformed import check, mutations
-from .worlds import NOW, World, condition, creates, deletes
+from ..support.malformed import check, mutations
+from ..support.worlds import NOW, World, condition, creates, deletes
 
 UID = "c2c2c2c2-0000-4000-8000-00000000c002"
 RUNTIME_ID = naming.runtime_id(UID)
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kwok"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "kwok"
 CONFIG = parse_config({})
 IN_MASTER = "example-job-redis-in-master"
 REDIS_SERVICE = f"{IN_MASTER}-redis"

@@ -9,7 +9,7 @@ import pytest
 from dlk8s.runtime import errors
 from dlk8s.runtime.errors import api_error
 
-from .fakes import api_status
+from ..support.fakes import api_status
 
 TERMINATING = {
     **api_status(403, "Forbidden", 'pods "p" is forbidden: namespace ns is being terminated'),

@@ -13,9 +13,9 @@ from dlk8s.job.config import Admission
 from dlk8s.job.kept import kept_child, kept_job
 from dlk8s.job.reconcile import Result, reconcile
 
-from .test_paddlejob import CONFIG as PADDLE_CONFIG
-from .test_paddlejob import PaddleWorld, edl_example
-from .worlds import PODS, World, tfjob
+from ..kinds.test_paddlejob import CONFIG as PADDLE_CONFIG
+from ..kinds.test_paddlejob import PaddleWorld, edl_example
+from ..support.worlds import PODS, World, tfjob
 
 MANAGED = [{"manager": "kube-controller-manager", "operation": "Update", "fieldsV1": {"f:x": {}}}]
 

@@ -22,7 +22,7 @@ import yaml
 from dlk8s.cli import convert
 from dlk8s.job.kinds import KINDS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SEEDS = ROOT / "tests" / "data" / "seeds"
 SEED_FILES = sorted(SEEDS.glob("*.yaml"))
 EXAMPLES = ROOT / "examples" / "seeds"

@@ -22,7 +22,7 @@ from types import ModuleType
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HELM = ROOT / ".tools" / "bin" / "helm4"
 
 

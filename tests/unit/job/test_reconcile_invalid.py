@@ -17,7 +17,7 @@ import pytest
 from dlk8s.job.actions import Event
 from dlk8s.job.reconcile import Observed, reconcile
 
-from .malformed import CONFIG, JUNK, NOW, check, mutations, rich_job, running
+from ..support.malformed import CONFIG, JUNK, NOW, check, mutations, rich_job, running
 
 
 def test_every_malformed_field_of_a_new_job() -> None:

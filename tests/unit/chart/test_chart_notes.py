@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from tests.unit.test_convert import job_problems
+from tests.unit.cli.test_convert import job_problems
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HELM = ROOT / ".tools" / "bin" / "helm4"
 
 

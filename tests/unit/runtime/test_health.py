@@ -23,8 +23,8 @@ from dlk8s.runtime.informer import ADDED, Cache, Informer, Listing
 from dlk8s.runtime.metrics import HealthServer
 from dlk8s.runtime.resources import JOB_RESOURCES, resource_for
 
-from .fakes import RecordingKube, ScriptedListWatch, ScriptedStream, event, pod
-from .worlds import CONFIG, tfjob
+from ..support.fakes import RecordingKube, ScriptedListWatch, ScriptedStream, event, pod
+from ..support.worlds import CONFIG, tfjob
 
 PODS = resource_for("v1", "Pod")
 

@@ -16,7 +16,7 @@ from dlk8s.job.actions import Create, Delete, DeleteJob, Event
 from dlk8s.job.config import parse_config
 from dlk8s.job.reconcile.finished import CLEANUP_GRACE_SECONDS
 
-from .worlds import (
+from ..support.worlds import (
     CONFIG,
     CONFIGMAP,
     NOW,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-CONFTEST = Path(__file__).parents[1] / "conftest.py"
+CONFTEST = Path(__file__).parents[2] / "conftest.py"
 
 SUITE = """
 import pytest

@@ -15,7 +15,15 @@ from dlk8s.runtime.errors import ApiError, GoneError, TransportError
 from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Backoff, Informer, Listing
 from dlk8s.runtime.resources import resource_for
 
-from .fakes import Answer, ScriptedListWatch, ScriptedStream, api_status, bookmark, event, pod
+from ..support.fakes import (
+    Answer,
+    ScriptedListWatch,
+    ScriptedStream,
+    api_status,
+    bookmark,
+    event,
+    pod,
+)
 
 PODS = resource_for("v1", "Pod")
 

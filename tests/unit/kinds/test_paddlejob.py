@@ -21,7 +21,7 @@ from dlk8s.job.kinds.paddlejob import (
 )
 from dlk8s.job.reconcile import Result
 
-from .worlds import World, creates, deletes, events
+from ..support.worlds import World, creates, deletes, events
 
 CONFIG = parse_config({})
 

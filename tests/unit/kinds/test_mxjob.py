@@ -19,8 +19,8 @@ from dlk8s.job.actions import Create, Event
 from dlk8s.job.config import parse_config
 from dlk8s.job.reconcile import Observed, reconcile
 
-from .malformed import check, mutations
-from .worlds import NOW, World, condition, creates, deletes, events
+from ..support.malformed import check, mutations
+from ..support.worlds import NOW, World, condition, creates, deletes, events
 
 UID = "0b7e5c1e-0000-4000-8000-00000000a001"
 RUNTIME_ID = naming.runtime_id(UID)
@@ -36,7 +36,7 @@ GPU_CONFIG = parse_config(
         }
     }
 )
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kwok"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "kwok"
 LINEAR = ["mx-test-dist-scheduler-0", "mx-test-dist-server-0", "mx-test-dist-worker-0"]
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from dlk8s.cli import main
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[3] / "README.md"
 
 
 def run_flags() -> dict[str, str]:

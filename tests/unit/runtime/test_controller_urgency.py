@@ -16,9 +16,9 @@ from dlk8s.runtime.controller import Controller, JobKey
 from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Cache, Informer
 from dlk8s.runtime.resources import CHILD_RESOURCES
 
-from .fakes import RecordingKube, ScriptedListWatch
+from ..support.fakes import RecordingKube, ScriptedListWatch
+from ..support.worlds import CONFIG, NOW, PODS
 from .test_controller_sync import submitted
-from .worlds import CONFIG, NOW, PODS
 
 KEY = JobKey("TFJob", "ns", "example-job")
 MASTER, WORKER = PODS[0], PODS[1]

@@ -17,8 +17,7 @@ from dlk8s.runtime.controller import Controller
 from dlk8s.runtime.errors import ApiError, api_error
 from dlk8s.runtime.informer import Cache
 
-from .fakes import RecordingKube, api_status
-from .test_controller_sync import (
+from ..runtime.test_controller_sync import (
     FIRST_PASS,
     KEY,
     count,
@@ -28,7 +27,8 @@ from .test_controller_sync import (
     submitted,
     watch_catches_up,
 )
-from .worlds import PODS
+from ..support.fakes import RecordingKube, api_status
+from ..support.worlds import PODS
 
 MASTER = "example-job-master-0"
 

@@ -17,8 +17,8 @@ from dlk8s.runtime.controller import Controller, JobKey
 from dlk8s.runtime.errors import ApiError, NamespaceTerminatingError, TransportError
 from dlk8s.runtime.informer import ADDED, Cache
 
-from .fakes import RecordingKube
-from .worlds import CONFIGMAP, PODS, tfjob
+from ..support.fakes import RecordingKube
+from ..support.worlds import CONFIGMAP, PODS, tfjob
 
 KEY = JobKey("TFJob", "ns", "example-job")
 FIRST_PASS = sorted(

@@ -10,7 +10,7 @@ import pytest
 from dlk8s.runtime.errors import NamespaceTerminatingError, NotFoundError
 from dlk8s.runtime.executor import ChildNotCreatedError, NameTakenError, create_child
 
-from .fakes import RecordingKube
+from ..support.fakes import RecordingKube
 
 JOB_UID = "job-uid"
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "j-worker-0", "namespace": "ns"}}

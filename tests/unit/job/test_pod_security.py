@@ -11,10 +11,10 @@ import pytest
 
 from dlk8s.job.actions import Create
 
-from .test_caffe2job import IN_MASTER
-from .test_caffe2job import seed as caffe2_seed
-from .test_paddlejob import edl_example
-from .worlds import World, tfjob
+from ..kinds.test_caffe2job import IN_MASTER
+from ..kinds.test_caffe2job import seed as caffe2_seed
+from ..kinds.test_paddlejob import edl_example
+from ..support.worlds import World, tfjob
 
 RESTRICTED = {
     "allowPrivilegeEscalation": False,
