@@ -55,6 +55,7 @@ from measure import (
 )
 
 from dlk8s_dev.localdeploy import OperatorProcess
+from dlk8s_dev.stopping import interrupt_on_termination
 
 # What the operator may ask the API server for (and leases, with leader election).
 OPERATOR_RESOURCES = {"tfjobs", "mxjobs", "caffe2jobs", "paddlejobs", "pods", "services"}
@@ -196,6 +197,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    interrupt_on_termination()  # SIGTERM and SIGHUP stop the run and its cluster as Ctrl-C does
     args = parse_args(argv)
     began = time.monotonic()
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]

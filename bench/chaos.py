@@ -21,7 +21,10 @@ in a namespace of its own:
 5. hostile: 30 hostile but schema-valid jobs (thousands of replicas, huge
    annotations, names at the length limits, labels that claim another job's
    pods, variables that collide with ours, a template that names its own
-   pod or owner, ...) beside a bystander job that must not be touched.
+   pod or owner, ...) beside a bystander job that must not be touched;
+6. drain-taint: one node drained with `kubectl drain` and another tainted
+   NoExecute while 50 jobs run: every pod there is disrupted and recreated
+   elsewhere, every job must end Done with no restart counted (issue 30).
 
 For each: duplicate pods (more than one pod per replica, or more creations
 than replicas), orphans (pods whose job is gone, or still running after it
@@ -34,6 +37,7 @@ creation counted by uid. The table goes to bench/results/chaos.md.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import signal
@@ -48,11 +52,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlk8s.job.api import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
-from dlk8s.runtime.client import Kube
+from dlk8s.job.names import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from dlk8s.runtime.apiresources import JOB_RESOURCES, resource_for
+from dlk8s.runtime.client import Kube, Scope, Selectors
 from dlk8s.runtime.errors import ApiError
-from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Informer, Selectors
-from dlk8s.runtime.resources import JOB_RESOURCES, resource_for
+from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Informer
 from dlk8s_dev.localcluster import (
     EXIT_CODE_ANNOTATION,
     REPO_ROOT,
@@ -61,6 +65,7 @@ from dlk8s_dev.localcluster import (
     NodeSpec,
 )
 from dlk8s_dev.localdeploy import Install, OperatorProcess, install_chart
+from dlk8s_dev.stopping import interrupt_on_termination
 
 RESULTS = REPO_ROOT / "bench" / "results"
 API = "dlk8s.io/v1alpha1"
@@ -119,6 +124,10 @@ class Life:
     owner: str  # the controlling job's uid
     phase: str = ""
     deleted: bool = False
+    # When the suite's watch first saw it, and saw it deleted: two lives of
+    # one slot that overlap are a duplicate even where pods are recreated.
+    born: float = field(default_factory=time.monotonic)
+    died: float | None = None
 
 
 class Ledger:
@@ -157,7 +166,7 @@ class Ledger:
         with self._lock:
             life = self.pods.get(pod["metadata"].get("uid", ""))
             if life is not None:
-                life.deleted = True
+                life.deleted, life.died = True, time.monotonic()
 
     def of(self, namespace: str) -> list[Life]:
         with self._lock:
@@ -168,6 +177,20 @@ def duplicates(ledger: Ledger, namespace: str) -> int:
     """Creations beyond one per replica slot of a job (no scenario kills pods)."""
     per_slot = Counter((life.owner, life.slot) for life in ledger.of(namespace))
     return sum(n - 1 for n in per_slot.values() if n > 1)
+
+
+def overlaps(ledger: Ledger, namespace: str) -> int:
+    """Pods created while another pod of their slot still existed: the
+    duplicates of a scenario in which pods are disrupted and recreated."""
+    lives: dict[tuple[str, tuple[str, str]], list[Life]] = {}
+    for life in ledger.of(namespace):
+        lives.setdefault((life.owner, life.slot), []).append(life)
+    count = 0
+    for group in lives.values():
+        group.sort(key=lambda life: life.born)
+        pairs = itertools.pairwise(group)
+        count += sum(1 for old, new in pairs if old.died is None or new.born < old.died)
+    return count
 
 
 # --- the operators -------------------------------------------------------------------------------
@@ -319,7 +342,7 @@ class Suite:
     def jobs(self, namespace: str) -> dict[str, dict[str, Any]]:
         found = {}
         for res in JOB_RESOURCES.values():
-            for job in self.kube.list_objects(res, namespace, Selectors()).items:
+            for job in self.kube.list_objects(Scope(res, namespace)).items:
                 found[job["metadata"]["name"]] = job
         return found
 
@@ -769,7 +792,59 @@ def with_ps_containers(job: dict[str, Any]) -> dict[str, Any]:
     return job
 
 
-SCENARIOS = [operator_kill, apiserver_restart, sigstop_compact, leader_kill, hostile]
+def drain_taint(suite: Suite) -> Row:
+    row = Row("a node drained and another tainted NoExecute during 50 running jobs")
+    jobs = 20 if suite.args.short else 50
+    ns = suite.namespace("chaos-drain")
+    ops = Operators(suite.install).start()
+    ops.procs[0].wait_ready()
+    names = [f"d{i}" for i in range(jobs)]
+    suite.submit(ns, [tfjob(name, workers=2, run="60s") for name in names])
+    suite.wait("the jobs to run", lambda: suite.settled(ns, dict.fromkeys(names, "Running")), 180)
+    drained, tainted = busiest_nodes(suite, ns)
+    selector = f"--pod-selector={LABEL_JOB_NAME}"  # the chart's own pods stay
+    try:
+        suite.cluster.kubectl(
+            "drain", drained, selector, "--ignore-daemonsets", "--delete-emptydir-data",
+            "--timeout=180s",
+        )  # fmt: skip
+        suite.cluster.kubectl("taint", "node", tainted, "chaos=drained:NoExecute")
+        suite.judge(row, ns, dict.fromkeys(names, "Succeeded"), timeout=420)
+    finally:
+        suite.cluster.kubectl("uncordon", drained, check=False)
+        suite.cluster.kubectl("taint", "node", tainted, "chaos-", check=False)
+
+    def phases() -> list[str]:
+        return [(job.get("status") or {}).get("phase", "") for job in suite.jobs(ns).values()]
+
+    suite.wait("every job Done", lambda: set(phases()) == {"Done"}, 60)
+    statuses = [job.get("status") or {} for job in suite.jobs(ns).values()]
+    counted = [s.get("restartCount", 0) for s in statuses]
+    # Not Done, or a restart counted for a disruption: both are wrong.
+    row.wrong += sum(1 for s in statuses if s.get("phase") != "Done" or s.get("restartCount"))
+    row.duplicates = overlaps(suite.ledger, ns)
+    why = Counter(e.get("reason") for s in statuses for e in s.get("uncountedRestarts") or [])
+    row.notes.append(
+        f"{drained} drained, {tainted} tainted; {sum(why.values())} pods recreated without"
+        f" counting ({', '.join(f'{n} {reason}' for reason, n in why.most_common())}),"
+        f" restarts counted {sum(counted)}"
+    )
+    row.restarts = ops.restarts
+    ops.stop()
+    return row
+
+
+def busiest_nodes(suite: Suite, namespace: str) -> tuple[str, str]:
+    """The two nodes that run the most pods of the scenario."""
+    counts = Counter(
+        pod["spec"].get("nodeName", "")
+        for pod in suite.kube.list_objects(Scope(resource_for("v1", "Pod"), namespace)).items
+    )
+    (first, _), (second, _) = counts.most_common(2)
+    return first, second
+
+
+SCENARIOS = [operator_kill, apiserver_restart, sigstop_compact, leader_kill, hostile, drain_taint]
 
 
 # --- the table -----------------------------------------------------------------------------------
@@ -806,6 +881,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    interrupt_on_termination()  # SIGTERM and SIGHUP stop the run and its cluster as Ctrl-C does
     args = parse_args(argv)
     began = time.monotonic()
     rows = Suite(args).run()

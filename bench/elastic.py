@@ -80,13 +80,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlk8s.autoscaler.plan import Pod, pod_from_manifest
-from dlk8s.job.api import API_VERSION
-from dlk8s.job.resources import Resources, from_list
-from dlk8s.runtime.client import Kube
-from dlk8s.runtime.resources import JOB_RESOURCES, resource_for
+from dlk8s.autoscaler.cluster import Pod
+from dlk8s.autoscaler.manifests import pod_from_manifest
+from dlk8s.job.computeresources import Resources, from_list
+from dlk8s.job.names import API_VERSION
+from dlk8s.runtime.apiresources import JOB_RESOURCES, resource_for
+from dlk8s.runtime.client import Kube, Selectors
+from dlk8s.runtime.informer import Informer
 from dlk8s_dev.localcluster import EXIT_CODE_ANNOTATION, LocalCluster, NodeSpec
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
+from dlk8s_dev.stopping import interrupt_on_termination
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -421,12 +424,13 @@ class Driver:
         self.gpus = {name: r.gpu for name, r in self.allocatable.items()}
         # Every pod of the cluster that has not terminated: the overcommit
         # check must count pods of any namespace.
-        self.pods = self.kube.informer(
+        self.pods = Informer(
+            self.kube,
             resource_for("v1", "Pod"),
             None,
-            field_selector="status.phase!=Succeeded,status.phase!=Failed",
+            Selectors(field="status.phase!=Succeeded,status.phase!=Failed"),
         )
-        self.paddlejobs = self.kube.informer(PADDLEJOBS, NAMESPACE)
+        self.paddlejobs = Informer(self.kube, PADDLEJOBS, NAMESPACE)
         self.samples: list[tuple[float, int, int, int]] = []  # t, gpus, demand, running jobs
         self.decisions: list[Decision] = []
         self.overcommits: Counter[str] = Counter()
@@ -1136,6 +1140,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    interrupt_on_termination()  # SIGTERM and SIGHUP stop the run and its cluster as Ctrl-C does
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command")
     gen = sub.add_parser("generate", help="write the traces (or one custom trace with --out)")

@@ -55,8 +55,8 @@ from measure import (
 )
 
 from dlk8s.job.actions import Create
-from dlk8s.job.api import Observed
 from dlk8s.job.config import ControllerConfig, load_config
+from dlk8s.job.kind import Observed
 from dlk8s.job.naming import runtime_id
 from dlk8s.job.reconcile import reconcile
 from dlk8s_dev.localcluster import REPO_ROOT, LocalCluster, NodeSpec

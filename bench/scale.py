@@ -62,6 +62,7 @@ from measure import (
 
 from dlk8s_dev.localcluster import REPO_ROOT
 from dlk8s_dev.localdeploy import OperatorProcess
+from dlk8s_dev.stopping import interrupt_on_termination
 
 VALUES = REPO_ROOT / "charts" / "dlk8s" / "values.yaml"
 MIB = 2**20
@@ -267,6 +268,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    interrupt_on_termination()  # SIGTERM and SIGHUP stop the run and its cluster as Ctrl-C does
     args = parse_args(argv)
     began = time.monotonic()
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]

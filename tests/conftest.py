@@ -8,8 +8,17 @@ from collections.abc import Generator
 import pytest
 
 from dlk8s_dev.localcluster import leftover_processes
+from dlk8s_dev.stopping import interrupt_on_termination
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM and SIGHUP (a CI runner's timeout, a closed terminal) stop the
+    session as Ctrl-C does, so the fixtures' teardown stops every cluster and
+    removes what it made (in each xdist worker too: a signal to the process
+    group reaches them all)."""
+    interrupt_on_termination()
 
 
 @pytest.hookimpl(hookwrapper=True)

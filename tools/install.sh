@@ -174,7 +174,10 @@ GO
 # when one is missing (and `apt-get update` once, first). Not root: say what
 # is missing and go on; the kwok-only cluster needs none of them.
 NODE_DEBS=(containerd runc containernetworking-plugins iptables conntrack
-  buildah mmdebstrap gcc libc6-dev)
+  buildah mmdebstrap gcc libc6-dev
+  # A release: skopeo pushes its images (make publish); docker-registry is
+  # the registry on 127.0.0.1 that tests/e2e/test_publish.py publishes to.
+  skopeo docker-registry)
 install_node_debs() {
   local missing=() pkg
   for pkg in "${NODE_DEBS[@]}"; do
@@ -225,6 +228,8 @@ build_in_module() {
 build_ct() { build_in_module "$1" github.com/helm/chart-testing/v3 "$2" ct; }
 # promtool checks the chart's PrometheusRule (tests/unit/test_chart_monitoring.py).
 build_promtool() { build_in_module "$1" github.com/prometheus/prometheus "$2" cmd/promtool; }
+# actionlint checks the hosting service's workflow files (make lint).
+build_actionlint() { go_install "$1" github.com/rhysd/actionlint/cmd/actionlint "$2"; }
 build_helm_unittest() {
   build_in_module "$1" github.com/helm-unittest/helm-unittest "$2" cmd/helm-unittest
 }
@@ -272,13 +277,14 @@ install_tool() {
     ct) cached chart-testing "$CHART_TESTING_VERSION" build_ct ;;
     promtool) cached promtool "$PROMETHEUS_VERSION" build_promtool ;;
     helm-unittest) cached helm-unittest "$HELM_UNITTEST_VERSION" build_helm_unittest ;;
+    actionlint) cached actionlint "$ACTIONLINT_VERSION" build_actionlint ;;
     kubectl-helm4) cached kubectl-layer-v34 "$KUBECTL_LAYER_V34_VERSION" build_layer_v34 ;;
     helm3) cached kubectl-layer-v32 "$KUBECTL_LAYER_V32_VERSION" build_layer_v32 ;;
     *) log "unknown tool: $1"; return 2 ;;
   esac
 }
 
-ALL=(kubectl-helm4 helm3 kwok helm-unittest ct promtool etcd kubernetes node-debs kubernetes-node coredns)
+ALL=(kubectl-helm4 helm3 kwok helm-unittest ct promtool actionlint etcd kubernetes node-debs kubernetes-node coredns)
 for tool in "${@:-${ALL[@]}}"; do
   install_tool "$tool"
 done

@@ -5,13 +5,17 @@ kube-proxy, CoreDNS beside the kwok nodes; see realnode.py):
 
 1. `helm install` the chart with values/realnode.yaml: the operator runs in
    the cluster, from the image built from hooks/Dockerfile;
-2. `kubectl apply -k examples/tfjob-train`: a TFJob with a MASTER and two
-   WORKERs running examples/tfjob-train/train.py and a PS running the chart's
-   standard gRPC server, which together train a small model on synthetic
-   data;
+2. `kubectl apply -k examples/local/tfjob-train` (examples/tfjob-train with
+   the local runtime image): a TFJob with a MASTER and two WORKERs running
+   examples/tfjob-train/train.py and a PS running the chart's standard gRPC
+   server, which together train a small model on synthetic data;
 3. its pods, their log lines as they come, and its status until Done;
-4. the commands to look around, and everything stays up until Ctrl-C (or
-   goes at once with --no-wait).
+4. the commands to look around; in a terminal's foreground everything stays
+   up until Ctrl-C (--wait), elsewhere (CI, a pipe, the background,
+   `timeout`) it goes at once (--no-wait).
+
+Its first line says how to stop it, its last what it removed; stopping.py
+says how signals are taken (any number of SIGINT, SIGTERM, SIGHUP).
 
 Where a real node cannot run (no root, a tool missing, a kernel without what
 it needs), or with --kwok, the demo says so and runs on kwok's nodes only:
@@ -25,17 +29,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import signal
+import os
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from dlk8s_dev.clustercli import stop_hint
 from dlk8s_dev.localcluster import (
     DEFAULT_TOOLS_BIN,
     EXIT_CODE_ANNOTATION,
@@ -46,7 +51,11 @@ from dlk8s_dev.localcluster import (
 )
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart, install_in_cluster
 from dlk8s_dev.pdeath import die_with_parent
+from dlk8s_dev.stopping import Run, run_until_signal
 
+# The seed operators' TFJob examples in dlk8s's spelling: their images are
+# gone, so they run on kwok's nodes only (tests/data/kwok/README.md).
+SEED_JOBS = Path("tests") / "data" / "kwok"
 SEED_EXAMPLES = (
     "tfjob.yaml",
     "tfjob-smoke-gpu.yaml",
@@ -57,7 +66,8 @@ JOBS_NAMESPACE = "default"
 # The real-node demo.
 OPERATOR_NAMESPACE = "dlk8s-system"
 DEMO_NAMESPACE = "dlk8s-demo"
-TRAIN_EXAMPLE = Path("examples") / "tfjob-train"
+# examples/tfjob-train with the runtime image `make images` built.
+TRAIN_EXAMPLE = Path("examples") / "local" / "tfjob-train"
 TRAIN_JOB = "tfjob-train"
 
 
@@ -137,7 +147,7 @@ def _pod_states(pods: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     return sorted(states)
 
 
-def watch_training(cluster: LocalCluster, timeout: float) -> bool:
+def watch_training(cluster: LocalCluster, timeout: float, run: Run) -> bool:
     """Show the job's status, its pods and their logs until it is Done (or Failed)."""
     logs = LogFollower(cluster, DEMO_NAMESPACE)
     deadline = time.monotonic() + timeout
@@ -166,7 +176,7 @@ def watch_training(cluster: LocalCluster, timeout: float) -> bool:
                     logs.follow(pod["metadata"]["name"])
             if status.get("phase") in ("Done", "Failed"):
                 return status.get("state") == "Succeeded"
-            time.sleep(1)
+            run.pause(1, "watching the training")
         return False
     finally:
         logs.stop()
@@ -190,14 +200,14 @@ The TFJob trained on the real node and is Done. Look around in another terminal:
   export KUBECONFIG={cluster.kubeconfig}
   export PATH={cluster.tools_bin}:$PATH
   kubectl get nodes -o wide                       # the real node beside the kwok nodes
-  kubectl -n {DEMO_NAMESPACE} get tfjobs,pods
-  kubectl -n {DEMO_NAMESPACE} describe tfjob {TRAIN_JOB}  # conditions and events
+  kubectl -n {DEMO_NAMESPACE} get tfjobs.dlk8s.io,pods
+  kubectl -n {DEMO_NAMESPACE} describe tfjobs.dlk8s.io {TRAIN_JOB}  # conditions and events
   kubectl -n {DEMO_NAMESPACE} get events --sort-by=.lastTimestamp
   kubectl -n {OPERATOR_NAMESPACE} get deploy,pods,lease   # the operator, in the cluster
   kubectl -n {OPERATOR_NAMESPACE} logs deploy/dlk8s       # its JSON log lines
   kubectl get --raw {metrics} | grep ^dlk8s_
   helm test dlk8s -n {OPERATOR_NAMESPACE}                 # the chart's smoke test, for real
-  kubectl -n {DEMO_NAMESPACE} delete tfjob {TRAIN_JOB}         # and train again:
+  kubectl -n {DEMO_NAMESPACE} delete tfjobs.dlk8s.io {TRAIN_JOB}  # and train again:
   kubectl -n {DEMO_NAMESPACE} apply -k {TRAIN_EXAMPLE}
   kubectl -n {DEMO_NAMESPACE} logs -f {TRAIN_JOB}-master-0
   # Every pod of namespaces {DEMO_NAMESPACE} and {OPERATOR_NAMESPACE} runs on the real node.
@@ -206,25 +216,39 @@ The TFJob trained on the real node and is Done. Look around in another terminal:
 """
 
 
-def start_real_cluster() -> tuple[LocalCluster | None, str]:
-    """The local cluster with its real node, or None and why it cannot run here."""
+def play_real(args: argparse.Namespace, run: Run) -> int | None:
+    """The demo on the real node; None when one cannot run here (the kwok demo runs instead)."""
     from dlk8s_dev.images import ImageError
     from dlk8s_dev.realnode import NodeError, missing_requirements
 
     missing = missing_requirements(DEFAULT_TOOLS_BIN)
     if missing:
-        return None, f"missing {', '.join(missing)}"
+        fall_back(f"missing {', '.join(missing)}")
+        return None
     say(
         "starting the local cluster: etcd, apiserver, controllers, scheduler, kwok nodes, "
         "and a real node (containerd, runc, kubelet, kube-proxy, CoreDNS)"
     )
-    try:
-        return LocalCluster(real_node=True).start(), ""
-    except (NodeError, ImageError) as err:
-        return None, f"the real node did not start: {str(err)[-1500:]}"
+    cluster = LocalCluster(real_node=True, interrupt=run.stopping)
+    with run.keeping(cluster):
+        try:
+            cluster.start()
+        except (NodeError, ImageError) as err:
+            if run.stopping.is_set():
+                raise
+            why = f"the real node did not start: {str(err)[-1500:]}"
+        else:
+            return run_real(cluster, args, run)
+    fall_back(why)
+    return None
 
 
-def run_real(cluster: LocalCluster, args: argparse.Namespace, stop: threading.Event) -> int:
+def fall_back(why: str) -> None:
+    say(f"FALLING BACK to the kwok-only demo: a real node cannot run here ({why})")
+    say("no container will run: kwok plays the pods; the operator runs as a local process")
+
+
+def run_real(cluster: LocalCluster, args: argparse.Namespace, run: Run) -> int:
     assert cluster.node is not None
     began = time.monotonic()
     images = ", ".join(sorted(i.name for i in cluster.node.images.values()))
@@ -244,7 +268,7 @@ def run_real(cluster: LocalCluster, args: argparse.Namespace, stop: threading.Ev
     applied = cluster.kubectl("apply", "-k", str(REPO_ROOT / TRAIN_EXAMPLE), "-n", DEMO_NAMESPACE)
     print(applied.stdout.rstrip(), flush=True)
     say("watching: the job's status, its pods, and their log lines as they come")
-    if not watch_training(cluster, args.timeout):
+    if not watch_training(cluster, args.timeout, run):
         say("the TFJob did not succeed in time; its events and the operator's log:")
         print(cluster.kubectl("describe", "tfjob", TRAIN_JOB, "-n", DEMO_NAMESPACE).stdout)
         print(
@@ -256,16 +280,16 @@ def run_real(cluster: LocalCluster, args: argparse.Namespace, stop: threading.Ev
     show_kept_master(cluster)
     print(look_around_real(cluster), flush=True)
     say(f"install and training took {time.monotonic() - began:.0f}s")
-    wait_for_ctrl_c(args, stop)
+    wait_for_ctrl_c(args, run)
     return 0
 
 
 # -- kwok only ----------------------------------------------------------------------
 
 
-def finish_masters(cluster: LocalCluster, after: str, stop: threading.Event) -> None:
+def finish_masters(cluster: LocalCluster, after: str, done: threading.Event, run: Run) -> None:
     """Play the training code: every master that runs exits 0 `after` later."""
-    while not stop.wait(1):
+    while not done.wait(1) and not run.stopping.is_set():
         out = cluster.kubectl(
             "get", "pods", "-n", JOBS_NAMESPACE, "-l", "dlk8s.io/replica-type=master",
             "-o", "json", check=False,
@@ -294,7 +318,7 @@ def job_states(cluster: LocalCluster) -> dict[str, tuple[str, str]]:
     }
 
 
-def watch_until_done(cluster: LocalCluster, names: set[str], timeout: float) -> bool:
+def watch_until_done(cluster: LocalCluster, names: set[str], timeout: float, run: Run) -> bool:
     deadline = time.monotonic() + timeout
     shown = ""
     while time.monotonic() < deadline:
@@ -307,7 +331,7 @@ def watch_until_done(cluster: LocalCluster, names: set[str], timeout: float) -> 
             shown = table
         if names <= states.keys() and all(states[n] == ("Succeeded", "Done") for n in names):
             return True
-        time.sleep(1)
+        run.pause(1, "watching the jobs")
     return False
 
 
@@ -317,43 +341,46 @@ Everything succeeded. Look around in another terminal:
 
   export KUBECONFIG={cluster.kubeconfig}
   export PATH={cluster.tools_bin}:$PATH
-  kubectl get tfjobs                      # state and phase of every job
-  kubectl describe tfjob example-job      # conditions and events
+  kubectl get tfjobs.dlk8s.io                     # state and phase of every job
+  kubectl describe tfjobs.dlk8s.io example-job    # conditions and events
   kubectl get pods,services -l dlk8s.io/job-name=example-job
-  kubectl delete tfjob example-job        # and the pods, services and ConfigMap go too
+  kubectl delete tfjobs.dlk8s.io example-job      # and the pods, services and ConfigMap go too
   curl -s http://127.0.0.1:{operator.port}/metrics | grep ^dlk8s_
   tail -f {operator.log_path}
 """
 
 
-def run_kwok(args: argparse.Namespace, stop: threading.Event) -> int:
+def play_kwok(args: argparse.Namespace, run: Run) -> int:
     say("starting the local control plane: etcd, apiserver, controllers, scheduler, kwok")
-    with LocalCluster() as cluster:
+    cluster = LocalCluster(interrupt=run.stopping)
+    with run.keeping(cluster):
+        cluster.start()
         say("helm install dlk8s charts/dlk8s --set cloud=gke -f values/local.yaml")
         install = install_chart(cluster)
         say("running the operator with the chart's ServiceAccount")
         operator = OperatorProcess(install, name="demo-operator").start()
+        done = threading.Event()
         driver = threading.Thread(
-            target=finish_masters, args=(cluster, args.run_for, stop), daemon=True
+            target=finish_masters, args=(cluster, args.run_for, done, run), daemon=True
         )
         driver.start()
         try:
             names = set()
             for example in SEED_EXAMPLES:
-                path = REPO_ROOT / "examples" / "kwok" / example
-                say(f"kubectl apply -f {Path('examples', 'kwok', example)}")
+                path = REPO_ROOT / SEED_JOBS / example
+                say(f"kubectl apply -f {SEED_JOBS / example}")
                 cluster.kubectl("apply", "-n", JOBS_NAMESPACE, "-f", str(path))
                 names.add(_job_name(path))
             say(f"watching (each master finishes {args.run_for} after it starts)")
-            if not watch_until_done(cluster, names, args.timeout):
+            if not watch_until_done(cluster, names, args.timeout, run):
                 say("not every job succeeded in time; operator log:")
                 print(operator.tail(), flush=True)
                 return 1
             print(look_around(cluster, operator), flush=True)
-            wait_for_ctrl_c(args, stop)
+            wait_for_ctrl_c(args, run)
             return 0
         finally:
-            stop.set()
+            done.set()
             operator.stop()
             say("tearing down")
 
@@ -362,47 +389,45 @@ def _job_name(path: Path) -> str:
     return str(yaml.safe_load(path.read_text())["metadata"]["name"])
 
 
-def wait_for_ctrl_c(args: argparse.Namespace, stop: threading.Event) -> None:
-    if not args.wait:
+def interactive() -> bool:
+    """In a terminal, and in its foreground: someone is there to press Ctrl-C."""
+    try:
+        return sys.stdin.isatty() and os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except OSError:
+        return False
+
+
+def wait_for_ctrl_c(args: argparse.Namespace, run: Run) -> None:
+    """Keep everything up until a signal: by default only when someone can send one."""
+    wait = interactive() if args.wait is None else args.wait
+    if not wait:
+        say(
+            "not in a terminal's foreground (a pipe, CI, the background, `timeout`): "
+            "tearing down now; --wait keeps everything up until Ctrl-C"
+        )
         return
     say("press Ctrl-C to tear everything down")
-    with contextlib.suppress(KeyboardInterrupt):
-        while not stop.wait(0.5):
-            pass
+    run.wait()
 
 
-@contextlib.contextmanager
-def _sigterm_sets(stop: threading.Event) -> Iterator[None]:
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def run(args: argparse.Namespace) -> int:
-    stop = threading.Event()
+def play(args: argparse.Namespace, run: Run) -> int:
+    """The whole demo: on the real node, or on kwok's nodes only."""
     missing = missing_tools()
     if missing:
         say(f"missing tools {missing}: run `make tools`")
         return 1
-    with _sigterm_sets(stop):
-        if args.kwok:
-            say("kwok-only demo (--kwok): no container runs; kwok plays every pod")
-            return run_kwok(args, stop)
-        cluster, why = start_real_cluster()
-        if cluster is None:
-            say(f"FALLING BACK to the kwok-only demo: a real node cannot run here ({why})")
-            say("no container will run: kwok plays the pods; the operator runs as a local process")
-            return run_kwok(args, stop)
-        try:
-            return run_real(cluster, args, stop)
-        finally:
-            say("tearing down")
-            cluster.stop()
+    if args.kwok:
+        say("kwok-only demo (--kwok): no container runs; kwok plays every pod")
+        return play_kwok(args, run)
+    code = play_real(args, run)
+    return play_kwok(args, run) if code is None else code
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    demo: Callable[[argparse.Namespace, Run], int] = play,
+) -> int:
+    """``demo`` is the demo itself, started once signals are ours (a seam for tests)."""
     parser = argparse.ArgumentParser(prog="make demo", description=__doc__)
     parser.add_argument(
         "--kwok",
@@ -410,17 +435,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="kwok's nodes only (no real node, no container runs): the seed TFJob examples",
     )
     parser.add_argument(
+        "--wait",
+        dest="wait",
+        action="store_true",
+        default=None,
+        help="keep everything up until Ctrl-C (the default in a terminal's foreground)",
+    )
+    parser.add_argument(
         "--no-wait",
         dest="wait",
         action="store_false",
-        help="tear down as soon as the jobs are done",
+        help="tear down as soon as the jobs are done (the default elsewhere)",
     )
     parser.add_argument("--run-for", default="5s", help="(--kwok) how long each master 'trains'")
     parser.add_argument("--timeout", type=float, default=300, help="seconds the jobs may take")
-    try:
-        return run(parser.parse_args(argv))
-    except KeyboardInterrupt:
-        return 130
+    args = parser.parse_args(argv)
+    return run_until_signal(lambda run: demo(args, run), say, stop_hint("make demo"))
 
 
 if __name__ == "__main__":

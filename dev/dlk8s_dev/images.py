@@ -17,12 +17,15 @@ imports these archives into its containerd (``ctr -n k8s.io images import``).
   Python with TensorFlow, TensorBoard, MXNet and the redis client (pinned in
   ``tools/images/runtime/requirements.txt``), redis-server and etcd-server
   from Debian.
+- ``pytorch``: what PyTorchJobs run: Debian 13's CPU build of PyTorch 2.x
+  (torchrun, gloo), its release and pinned packages in
+  ``tools/images/pytorch/packages.txt``; README.md (Images) says why.
 
 Each image is named ``localhost/dlk8s/<image>:<input hash>``; a real node
 also knows it as ``localhost/dlk8s/<image>:local`` (``Image.local_name``),
-the name that values/realnode.yaml and examples/ use.
+the name that values/realnode.yaml and the overlays in examples/local/ use.
 
-Usage: ``python -m dlk8s_dev.images [pause|base|operator|runtime ...]``
+Usage: ``python -m dlk8s_dev.images [pause|base|operator|runtime|pytorch ...]``
 prints each image's name, archive, size and build time.
 """
 
@@ -107,7 +110,7 @@ class Image:
     @property
     def local_name(self) -> str:
         """The name a real node also gives it: the same for every build, so
-        files (values/realnode.yaml, examples/) can name it."""
+        files (values/realnode.yaml, examples/local/) can name it."""
         return f"{self.repository}:{LOCAL_TAG}"
 
 
@@ -172,21 +175,25 @@ def _parse_sources(path: Path) -> Iterator[tuple[str, str, list[str]]]:
 
 
 def debian_sources(codename: str | None = None) -> list[str]:
-    """sources.list lines for the configured Debian mirror of this release.
+    """sources.list lines for the configured Debian mirror of a release.
 
-    Only the suites of this release (e.g. bookworm, bookworm-updates,
-    bookworm-security) and only component main; other repositories that apt
-    may have configured are left out.
+    Only the suites of this machine's release (e.g. bookworm,
+    bookworm-updates, bookworm-security) and only component main; other
+    repositories that apt may have configured are left out. Another release
+    (``codename``, e.g. trixie for the PyTorch image) comes from the same
+    mirrors: its suites are this release's, renamed (trixie, trixie-updates,
+    trixie-security), since a Debian mirror carries every release.
     """
-    codename = codename or _os_codename()
+    host = _os_codename()
+    codename = codename or host
     lines: list[str] = []
     for path in _apt_source_files():
         for uri, suite, components in _parse_sources(path):
-            if suite != codename and not suite.startswith(f"{codename}-"):
+            if suite != host and not suite.startswith(f"{host}-"):
                 continue
             if "main" not in components:
                 continue
-            line = f"deb {uri} {suite} main"
+            line = f"deb {uri} {codename}{suite[len(host) :]} main"
             if line not in lines:
                 lines.append(line)
     if not any(line.split()[2] == codename for line in lines):
@@ -250,6 +257,30 @@ def _cached(key: str, build: Callable[[Path], None]) -> Path:
             raise
     _prune_builds(key)
     return final
+
+
+def clean_dead_builds() -> list[str]:
+    """Remove the temporary folders of builds that died before they finished.
+
+    A build's folder (``.<key>-*``) exists only while its key's lock is
+    held, unless its process was killed: a folder whose lock is free is a
+    dead build's, and one whose lock is held is left to the live build.
+    """
+    import fcntl
+
+    removed = []
+    for tmp in cache_dir().glob(".*-*"):
+        key = tmp.name[1:].rsplit("-", 1)[0]
+        if not tmp.is_dir() or not (cache_dir() / f".{key}.lock").exists():
+            continue
+        with (cache_dir() / f".{key}.lock").open("w") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # a live build
+            shutil.rmtree(tmp, ignore_errors=True)
+            removed.append(f"{tmp} (an image build that did not finish)")
+    return removed
 
 
 # Builds of one image kept in the cache: the newest few, so that switching
@@ -394,9 +425,10 @@ def pause_image() -> Image:
     return Image(name, _cached(f"pause-{key}", build) / "image.tar")
 
 
-def debian_rootfs(packages: Sequence[str] = BASE_PACKAGES) -> Path:
-    """A Debian root filesystem (tar) with ``packages``, cached by its inputs."""
-    codename = _os_codename()
+def debian_rootfs(packages: Sequence[str] = BASE_PACKAGES, codename: str | None = None) -> Path:
+    """A Debian root filesystem (tar) of release ``codename`` (default: this
+    machine's) with ``packages``, cached by its inputs."""
+    codename = codename or _os_codename()
     sources = debian_sources(codename)
     mmdebstrap = _tool_version("mmdebstrap", "--version")
     key = _digest([BUILD_FORMAT, codename, mmdebstrap, *sources, *sorted(packages), *DPKG_EXCLUDES])
@@ -424,22 +456,7 @@ def debian_rootfs(packages: Sequence[str] = BASE_PACKAGES) -> Path:
 
 
 def base_image() -> Image:
-    src = IMAGES_DIR / "base"
-    rootfs = debian_rootfs()
-    # The rootfs's folder name already is a hash of its inputs.
-    key = _digest([BUILD_FORMAT, rootfs.parent.name, (src / "Containerfile").read_bytes()])
-    name = f"{NAME_PREFIX}/base:{key}"
-
-    def build(tmp: Path) -> None:
-        _log(f"building {name}")
-        ctx = tmp / "context"
-        ctx.mkdir()
-        shutil.copy(src / "Containerfile", ctx / "Containerfile")
-        os.link(rootfs, ctx / "rootfs.tar")
-        buildah_build(ctx, name, tmp / "image.tar")
-        shutil.rmtree(ctx)
-
-    return Image(name, _cached(f"base-{key}", build) / "image.tar")
+    return _from_rootfs("base", debian_rootfs(), ("Containerfile",))
 
 
 def context_files(root: Path = REPO_ROOT, ignore_file: Path = CONTAINERIGNORE) -> list[Path]:
@@ -508,15 +525,16 @@ def operator_image() -> Image:
     return Image(name, _cached(f"operator-{key}", build) / "image.tar")
 
 
-def runtime_image() -> Image:
-    src = IMAGES_DIR / "runtime"
-    inputs = ("Containerfile", "requirements.txt")
-    rootfs = debian_rootfs(RUNTIME_PACKAGES)
+def _from_rootfs(which: str, rootfs: Path, inputs: Sequence[str], about: str = "") -> Image:
+    """``tools/images/<which>/``'s Containerfile with its ``inputs`` as the
+    context, beside the root filesystem ``rootfs``; keyed by all of them."""
+    src = IMAGES_DIR / which
+    # The rootfs's folder name already is a hash of its inputs.
     key = _digest([BUILD_FORMAT, rootfs.parent.name, *((src / f).read_bytes() for f in inputs)])
-    name = f"{NAME_PREFIX}/runtime:{key}"
+    name = f"{NAME_PREFIX}/{which}:{key}"
 
     def build(tmp: Path) -> None:
-        _log(f"building {name} (TensorFlow, MXNet, redis, etcd: a few minutes the first time)")
+        _log(f"building {name}{about}")
         ctx = tmp / "context"
         ctx.mkdir()
         for f in inputs:
@@ -525,7 +543,29 @@ def runtime_image() -> Image:
         buildah_build(ctx, name, tmp / "image.tar")
         shutil.rmtree(ctx)
 
-    return Image(name, _cached(f"runtime-{key}", build) / "image.tar")
+    return Image(name, _cached(f"{which}-{key}", build) / "image.tar")
+
+
+def runtime_image() -> Image:
+    rootfs = debian_rootfs(RUNTIME_PACKAGES)
+    about = " (TensorFlow, MXNet, redis, etcd: a few minutes the first time)"
+    return _from_rootfs("runtime", rootfs, ("Containerfile", "requirements.txt"), about)
+
+
+def pytorch_packages() -> list[str]:
+    """The PyTorch image's Debian release and packages (``pkg=version`` pins)."""
+    lines = (IMAGES_DIR / "pytorch" / "packages.txt").read_text().splitlines()
+    words = [w for line in lines for w in line.split("#", 1)[0].split()]
+    if not words or "=" in words[0]:
+        raise ImageError("tools/images/pytorch/packages.txt: first the codename, then packages")
+    return words
+
+
+def pytorch_image() -> Image:
+    """PyTorch from Debian's python3-torch (README.md, Images, says why)."""
+    codename, *packages = pytorch_packages()
+    rootfs = debian_rootfs(packages, codename)
+    return _from_rootfs("pytorch", rootfs, ("Containerfile", "tcpstore.py"))
 
 
 BUILDERS: dict[str, Callable[[], Image]] = {
@@ -533,6 +573,7 @@ BUILDERS: dict[str, Callable[[], Image]] = {
     "base": base_image,
     "operator": operator_image,
     "runtime": runtime_image,
+    "pytorch": pytorch_image,
 }
 
 
@@ -541,7 +582,7 @@ BUILDERS: dict[str, Callable[[], Image]] = {
 # The images every real node has from a stored containerd root: the big ones
 # that rarely change. The rest (the operator, which changes with every edit
 # of hooks/) is imported at each start, in a second or two.
-STORE_IMAGES = ("pause", "base", "runtime")
+STORE_IMAGES = ("pause", "base", "runtime", "pytorch")
 # containerd's two databases: the only files of its root it changes in place.
 # Everything else (blobs, unpacked layers) is written once and then only read.
 STORE_DATABASES = (
@@ -573,24 +614,16 @@ def node_store(log: Callable[[str], None] = _log) -> Path:
 
 def _fill_store(tmp: Path, images: Sequence[Image]) -> None:
     """containerd (no CRI, its mounts in a namespace of its own) imports the images."""
+    from . import datafiles
     from .pdeath import die_with_parent
 
     root, state = tmp / "root", tmp / "state"
     socket = state / "containerd.sock"
     config = tmp / "containerd.toml"
     config.write_text(
-        f"""version = 2
-root = "{root}"
-state = "{state}"
-disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp",
-  "io.containerd.internal.v1.tracing"]
-[grpc]
-  address = "{socket}"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{tmp / "opt"}"
-"""
+        datafiles.text(
+            "store-containerd.toml", root=root, state=state, socket=socket, opt=tmp / "opt"
+        )
     )
     Path("/run/containerd").mkdir(parents=True, exist_ok=True)
     log_file = tmp / "containerd.log"
@@ -681,8 +714,9 @@ A real node of `make cluster` has it as {image.local_name} (values/realnode.yaml
 To run it on your own cluster, push it to your registry and point the chart at it:
   skopeo copy oci-archive:{image.archive} docker://REGISTRY/dlk8s/operator:{version}
   helm install dlk8s charts/dlk8s -n dlk8s-system --create-namespace \\
-    --set image.registry=REGISTRY --set image.repository=dlk8s/operator --set image.tag={version}
-(or load it into a container engine: podman load -i {image.archive})"""
+    --set image.repository=REGISTRY/dlk8s/operator --set image.tag={version}
+(or load it into a container engine: podman load -i {image.archive});
+`make publish REGISTRY=...` pushes it with the runtime image and the chart."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,7 +4,8 @@ etcd, kube-apiserver, kube-controller-manager and kube-scheduler run as local
 processes on free 127.0.0.1 ports; kwok plays the kubelets of fake nodes that
 advertise CPU, memory and ``nvidia.com/gpu``. Everything lives in one temporary
 directory, and ``stop()`` ends every process it started by pid and removes the
-directory.
+directory. ``start()`` first removes what runs that no longer exist left
+behind (leftovers.py); a run that lives is never touched (runs.py).
 
 Pods finish only when asked: annotate a Running pod with
 ``kwok.dlk8s.io/exit-code`` (optionally ``kwok.dlk8s.io/run-duration``, a Go
@@ -14,7 +15,6 @@ that exit code in every container's status.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import contextlib
 import json
@@ -26,6 +26,7 @@ import ssl
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -36,7 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from . import datafiles, leftovers, runs
 from .pdeath import die_with_parent
+from .runs import WORKDIR_PREFIX
 
 if TYPE_CHECKING:
     from .realnode import RealNode
@@ -50,10 +53,6 @@ EXIT_CODE_ANNOTATION = "kwok.dlk8s.io/exit-code"
 REAL_NAMESPACE = "dlk8s-system"
 RUN_DURATION_ANNOTATION = "kwok.dlk8s.io/run-duration"
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-# Every directory a cluster makes starts with this plus the pid of the process
-# that made it, so a leak check finds what this process started and nothing
-# that a concurrent run on the same machine owns.
-WORKDIR_PREFIX = "dlk8s-cluster-"
 
 
 def own_prefix() -> str:
@@ -105,115 +104,12 @@ def free_port() -> int:
 
 
 def _kwok_pod_stages() -> list[dict[str, Any]]:
-    """Pods go Running at once, and finish only when a test annotates them.
-
-    Giving kwok pod stages replaces its defaults for pods, so the ready and
-    delete stages are restated here; node stages stay kwok's defaults.
-    """
-    not_deleting = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
-    ready_template = """
-{{ $now := Now }}
-conditions:
-- {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Initialized}
-- {lastTransitionTime: {{ $now | Quote }}, status: "True", type: Ready}
-- {lastTransitionTime: {{ $now | Quote }}, status: "True", type: ContainersReady}
-- {lastTransitionTime: {{ $now | Quote }}, status: "True", type: PodScheduled}
-containerStatuses:
-{{ range .spec.containers }}
-- image: {{ .image | Quote }}
-  name: {{ .name | Quote }}
-  ready: true
-  started: true
-  restartCount: 0
-  state: {running: {startedAt: {{ $now | Quote }}}}
-{{ end }}
-hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
-podIP: {{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) \
-( or .metadata.name "" ) ( or .metadata.namespace "" ) | Quote }}
-phase: Running
-startTime: {{ $now | Quote }}
-""".replace("\\\n", "")
-    finish_template = f"""
-{{{{ $now := Now }}}}
-{{{{ $code := index .metadata.annotations "{EXIT_CODE_ANNOTATION}" }}}}
-{{{{ $start := or .status.startTime $now }}}}
-conditions:
-- {{lastTransitionTime: {{{{ $now | Quote }}}}, status: "False", type: Ready}}
-- {{lastTransitionTime: {{{{ $now | Quote }}}}, status: "False", type: ContainersReady}}
-containerStatuses:
-{{{{ range .spec.containers }}}}
-- image: {{{{ .image | Quote }}}}
-  name: {{{{ .name | Quote }}}}
-  ready: false
-  started: false
-  restartCount: 0
-  state:
-    terminated:
-      exitCode: {{{{ $code }}}}
-      reason: {{{{ if eq $code "0" }}}}Completed{{{{ else }}}}Error{{{{ end }}}}
-      startedAt: {{{{ $start | Quote }}}}
-      finishedAt: {{{{ $now | Quote }}}}
-{{{{ end }}}}
-phase: {{{{ if eq $code "0" }}}}Succeeded{{{{ else }}}}Failed{{{{ end }}}}
-"""
-    return [
-        {
-            "apiVersion": "kwok.x-k8s.io/v1alpha1",
-            "kind": "Stage",
-            "metadata": {"name": "pod-ready"},
-            "spec": {
-                "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-                "selector": {
-                    "matchExpressions": [
-                        not_deleting,
-                        {"key": ".status.podIP", "operator": "DoesNotExist"},
-                    ]
-                },
-                "next": {"statusTemplate": ready_template},
-            },
-        },
-        {
-            "apiVersion": "kwok.x-k8s.io/v1alpha1",
-            "kind": "Stage",
-            "metadata": {"name": "pod-finish-on-request"},
-            "spec": {
-                "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-                "selector": {
-                    "matchExpressions": [
-                        not_deleting,
-                        {"key": ".status.phase", "operator": "In", "values": ["Running"]},
-                        {
-                            "key": f'.metadata.annotations["{EXIT_CODE_ANNOTATION}"]',
-                            "operator": "Exists",
-                        },
-                    ]
-                },
-                "delay": {
-                    "durationMilliseconds": 0,
-                    "durationFrom": {
-                        "expressionFrom": f'.metadata.annotations["{RUN_DURATION_ANNOTATION}"]'
-                    },
-                },
-                "next": {"statusTemplate": finish_template},
-            },
-        },
-        {
-            "apiVersion": "kwok.x-k8s.io/v1alpha1",
-            "kind": "Stage",
-            "metadata": {"name": "pod-delete"},
-            "spec": {
-                "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-                "selector": {
-                    "matchExpressions": [
-                        {"key": ".metadata.deletionTimestamp", "operator": "Exists"}
-                    ]
-                },
-                # kwok's delete carries the pod's uid as a precondition, as the
-                # kubelet's does (tools/patches/kwok-delete-by-uid.patch).
-                "next": {"finalizers": {"empty": True}, "delete": True},
-            },
-        },
-    ]
+    """Pods go Running at once, and finish only when a test annotates them."""
+    return datafiles.yaml_docs(
+        "kwok-stages.yaml",
+        exit_code_annotation=EXIT_CODE_ANNOTATION,
+        run_duration_annotation=RUN_DURATION_ANNOTATION,
+    )
 
 
 def node_manifest(spec: NodeSpec) -> dict[str, Any]:
@@ -262,6 +158,9 @@ class LocalCluster:
     # beside the kwok nodes. It needs root and `make tools`; the API server
     # then binds to the node's veth address instead of 127.0.0.1.
     real_node: bool = False
+    # That node given no image but the pause sandbox: it pulls the rest from
+    # a registry, as a user's node does (RealNode.bare; test_publish.py).
+    bare_node: bool = False
     # kube-controller-manager deletes the oldest terminated pods past this
     # many (its default); <= 0 keeps them all, as a benchmark of a history
     # of finished jobs with their pods kept needs.
@@ -271,11 +170,17 @@ class LocalCluster:
     # real time lowers it: the back-off is wall time, so at 0.08 s per trace
     # second 10 s would count as 125 trace seconds of a pod left pending.
     scheduler_max_backoff_seconds: int = 10
+    # Set when the run is asked to stop (a signal): start() gives up at its
+    # next wait instead of finishing first (stopping.py).
+    interrupt: threading.Event | None = None
     node: RealNode | None = field(init=False, default=None)
     workdir: Path = field(init=False)
     server: str = field(init=False, default="")
     token: str = field(init=False, default="")
     startup_seconds: float = field(init=False, default=0.0)
+    # What every stop() so far removed (its real node's too), to tell the
+    # user: a failed start stops, and its caller stops again.
+    removed: list[str] = field(init=False, default_factory=list)
     _procs: list[_Proc] = field(init=False, default_factory=list)
     _ports: dict[str, int] = field(init=False, default_factory=dict)
 
@@ -285,15 +190,22 @@ class LocalCluster:
         missing = missing_tools(self.tools_bin)
         if missing:
             raise ClusterError(f"missing tools in {self.tools_bin}: {missing}; run `make tools`")
-        base = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
-        clean_stale_workdirs(Path(base or tempfile.gettempdir()), self.log)
-        self.workdir = Path(tempfile.mkdtemp(prefix=own_prefix(), dir=base))
+        leftovers.clean_dead_runs(self.log)
+        self.workdir = Path(tempfile.mkdtemp(prefix=own_prefix(), dir=runs.control_plane_base()))
+        runs.mark(self.workdir)
         began = time.monotonic()
         try:
             if self.real_node:
                 from .realnode import RealNode
 
-                self.node = RealNode(tools_bin=self.tools_bin, log=self.log).prepare()
+                self.node = RealNode(
+                    tools_bin=self.tools_bin,
+                    log=self.log,
+                    interrupt=self.interrupt,
+                    removed=self.removed,
+                    bare=self.bare_node,
+                )
+                self.node.prepare()
             self._write_credentials()
             self._start_etcd()
             self._start_apiserver()
@@ -311,12 +223,19 @@ class LocalCluster:
             raise
         return self
 
-    def stop(self) -> None:
-        """Stop every process by pid (TERM, then KILL) and remove the directory."""
+    def stop(self) -> list[str]:
+        """Stop every process by pid (TERM, then KILL) and remove the directory.
+
+        Returns what this call removed (``removed`` has what every call
+        did), to tell the user. Stopping twice is harmless.
+        """
+        before = len(self.removed)
         if self.node is not None:
             # The node first: its clients close their connections, so the API
             # server then stops at once. Its address stays until the end.
             self.node.stop(keep_api_address=True)
+        if self._procs:
+            self.removed.append(f"processes {', '.join(p.name for p in self._procs)}")
         for proc in reversed(self._procs):
             with contextlib.suppress(ProcessLookupError):
                 proc.popen.send_signal(signal.SIGTERM)
@@ -334,7 +253,10 @@ class LocalCluster:
         if self.node is not None:
             self.node.release()
         if getattr(self, "workdir", None) and self.workdir.exists():
+            size = runs.size_of(self.workdir)
             shutil.rmtree(self.workdir, ignore_errors=True)
+            self.removed.append(f"{self.workdir} ({runs.human(size)})")
+        return self.removed[before:]
 
     def __enter__(self) -> LocalCluster:
         return self.start()
@@ -719,6 +641,8 @@ def _wait_for(
 ) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if cluster.interrupt is not None and cluster.interrupt.is_set():
+            raise ClusterError(f"asked to stop while waiting for {what}")
         for proc in cluster._procs:
             if proc.popen.poll() is not None:
                 tail = proc.log.read_text(errors="replace")[-3000:]
@@ -731,40 +655,7 @@ def _wait_for(
 
 def leftover_processes(prefix: str | None = None) -> list[tuple[int, str]]:
     """Processes whose command line points into a cluster directory this process made."""
-    prefix = prefix or own_prefix()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if prefix in cmdline and int(entry.name) != os.getpid():
-            found.append((int(entry.name), cmdline.strip()))
-    return found
-
-
-def clean_stale_workdirs(base: Path, log: Callable[[str], None] | None = None) -> list[Path]:
-    """Remove cluster directories whose owner (the pid in their name) is dead.
-
-    Their processes died with their owner (PR_SET_PDEATHSIG); their files
-    stay until here.
-    """
-    removed = []
-    for path in base.glob(f"{WORKDIR_PREFIX}*"):
-        owner = path.name[len(WORKDIR_PREFIX) :].split("-", 1)[0]
-        if not owner.isdigit() or Path(f"/proc/{owner}").exists():
-            continue
-        # Processes of runs from before they died with their owner.
-        for pid, _ in leftover_processes(str(path)):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
-    if removed and log:
-        log(f"[localcluster] removed directories of dead runs: {[str(p) for p in removed]}")
-    return removed
+    return runs.processes_mentioning(prefix or own_prefix())
 
 
 @contextlib.contextmanager
@@ -777,53 +668,8 @@ def running_cluster(**kw: Any) -> Iterator[LocalCluster]:
         cluster.stop()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run a local kwok-backed control plane.")
-    parser.add_argument("--nodes", type=int, default=len(DEFAULT_NODES))
-    parser.add_argument("--gpus-per-node", type=int, default=4)
-    parser.add_argument(
-        "--real-node",
-        action="store_true",
-        help="also run a real node (containerd, kubelet, ...; needs root and `make tools`)",
-    )
-    args = parser.parse_args(argv)
-    nodes = [NodeSpec(f"kwok-node-{i}", gpu=args.gpus_per_node) for i in range(args.nodes)]
-    stop = False
-
-    def on_signal(*_: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    with running_cluster(nodes=nodes, real_node=args.real_node) as cluster:
-        print(f"export KUBECONFIG={cluster.kubeconfig}", flush=True)
-        if cluster.node is not None:
-            node = cluster.node
-            # The chart's usual namespace: every pod there (the operator, the
-            # `helm test` pod and its smoke TFJob) goes to the real node.
-            node.real_namespace(cluster, REAL_NAMESPACE)
-            annotations = " ".join(f"{k}='{v}'" for k, v in node.namespace_annotations().items())
-            local = ", ".join(sorted(i.local_name for i in node.images.values()))
-            print(
-                f"export PATH={cluster.tools_bin}:$PATH\n"
-                f"# A real node, {node.name}, runs containers beside the kwok nodes. Its images:\n"
-                f"#   {local}\n"
-                f"# Every pod of namespace {REAL_NAMESPACE} runs there; so does the operator of\n"
-                f"#   helm install dlk8s charts/dlk8s -n {REAL_NAMESPACE} --set cloud=gke "
-                f"-f values/realnode.yaml --wait && helm test dlk8s -n {REAL_NAMESPACE}\n"
-                "# Another namespace whose pods all go there:\n"
-                f"#   kubectl create namespace NS && kubectl annotate namespace NS {annotations}\n"
-                f"# (or give a pod {json.dumps(node.pod_placement())})\n"
-                "# Load a local image into the node: an oci-archive, e.g. from\n"
-                "# `buildah push IMG oci-archive:FILE:NAME` or `make image` (see README):\n"
-                f"#   {node.load_command()}",
-                flush=True,
-            )
-        while not stop:
-            time.sleep(0.5)
-    return 0
-
-
 if __name__ == "__main__":
+    # `make cluster` used to run this module; its code is in clustercli.py.
+    from dlk8s_dev.clustercli import main
+
     raise SystemExit(main())

@@ -15,8 +15,9 @@ def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
 
     prctl(PR_SET_PDEATHSIG) survives exec. It fires when the *thread* that
     forked the child exits, so spawn from a thread that lives as long as the
-    process (the main thread). If the parent is already gone by the time the
-    child runs the prctl, the child exits at once.
+    child should: the main thread, or the work thread of stopping.py, which
+    ends only after its teardown. If the parent is already gone by the time
+    the child runs the prctl, the child exits at once.
     """
     parent = os.getpid()
     libc = ctypes.CDLL(None, use_errno=True)

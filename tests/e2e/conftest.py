@@ -4,40 +4,46 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from dlk8s_dev.localcluster import LocalCluster, leftover_processes, missing_tools
 from dlk8s_dev.localdeploy import Install, OperatorProcess, install_chart
 
-from .helpers import temporary_namespace
+from .helpers import CRDS, temporary_namespace
 
-# The modules that run containers on a real node. Under `pytest -n 2
-# --dist loadgroup` (make test) they run in one process and the kwok ones
-# in the other: each group shares its session clusters, and the two wait
-# on different things (containers, TensorFlow; kwok's and our timers).
+# Three groups for `pytest -n N --dist loadgroup` (make test), each run whole
+# by one process, so that a group's session clusters are shared within it
+# and processes wait on different things at once: the kwok modules (kwok's and our
+# timers), the modules that train on the session's real node (containers,
+# TensorFlow, PyTorch), and those that start and stop clusters of their own
+# (the demo, `make cluster`, a release on a bare node, the node's own tests).
 REAL_NODE_MODULES = frozenset(
     {
-        "test_demo",
         "test_gpu_drivers",
         "test_incluster",
-        "test_realnode",
+        "test_train_endings",
         "test_train_others",
+        "test_train_pytorch",
         "test_train_tf",
     }
 )
+OWN_CLUSTER_MODULES = frozenset({"test_demo", "test_publish", "test_realnode", "test_stopping"})
+
+
+def group_of(module: str) -> str:
+    if module in REAL_NODE_MODULES:
+        return "realnode"
+    return "ownclusters" if module in OWN_CLUSTER_MODULES else "kwok"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
-            group = (
-                "realnode"
-                if item.module.__name__.rsplit(".", 1)[-1] in REAL_NODE_MODULES
-                else "kwok"
-            )
-            item.add_marker(pytest.mark.xdist_group(group))
+            module = item.module.__name__.rsplit(".", 1)[-1]
+            item.add_marker(pytest.mark.xdist_group(group_of(module)))
 
 
 @pytest.fixture(scope="session")
@@ -123,3 +129,25 @@ def real_cluster() -> Iterator[LocalCluster]:
         assert not stray, f"processes outlived the cluster: {stray}"
         left = node.leftovers()
         assert not left, f"the real node left: {left}"
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def crds_installed(cluster: LocalCluster) -> Iterator[None]:
+    """The CRDs straight from crds/, removed again if this module added them.
+
+    Server-side with forced conflicts, because a helm release may already own
+    the same CRDs with the same content; then they stay.
+    """
+    absent = [
+        name for name in CRDS if cluster.kubectl("get", "crd", name, check=False).returncode != 0
+    ]
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
+    cluster.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in CRDS)
+    )
+    yield
+    if absent:
+        cluster.kubectl("delete", "crd", *absent, "--ignore-not-found", "--timeout=120s")

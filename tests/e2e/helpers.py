@@ -16,7 +16,7 @@ import yaml
 from dlk8s_dev.localcluster import EXIT_CODE_ANNOTATION, REPO_ROOT, LocalCluster
 
 T = TypeVar("T")
-EXAMPLES = REPO_ROOT / "examples" / "kwok"
+EXAMPLES = REPO_ROOT / "tests" / "data" / "kwok"  # tests/data/kwok/README.md
 
 
 def wait_until(predicate: Callable[[], T], timeout: float = 60, what: str = "") -> T:
@@ -88,20 +88,29 @@ def job_status(cluster: LocalCluster, namespace: str, kind: str, name: str) -> d
 def wait_for_state(
     cluster: LocalCluster, namespace: str, kind: str, name: str, state: str, timeout: float = 60
 ) -> dict[str, Any]:
-    return wait_until(
-        lambda: (s := job_status(cluster, namespace, kind, name)).get("state") == state and s,
-        timeout=timeout,
-        what=f"{kind} {name} to reach state {state}",
-    )
+    return _wait_for_status(cluster, namespace, kind, name, "state", state, timeout)
 
 
 def wait_for_phase(
     cluster: LocalCluster, namespace: str, kind: str, name: str, phase: str, timeout: float = 60
 ) -> dict[str, Any]:
+    return _wait_for_status(cluster, namespace, kind, name, "phase", phase, timeout)
+
+
+def _wait_for_status(
+    cluster: LocalCluster,
+    namespace: str,
+    kind: str,
+    name: str,
+    key: str,
+    value: str,
+    timeout: float,
+) -> dict[str, Any]:
+    """The job's status once its `key` is `value`."""
     return wait_until(
-        lambda: (s := job_status(cluster, namespace, kind, name)).get("phase") == phase and s,
+        lambda: (s := job_status(cluster, namespace, kind, name)).get(key) == value and s,
         timeout=timeout,
-        what=f"{kind} {name} to reach phase {phase}",
+        what=f"{kind} {name} to reach {key} {value}",
     )
 
 
@@ -166,7 +175,11 @@ def job_manifest(
     kind: str, name: str, roles: dict[str, int], container: str, **spec: Any
 ) -> dict[str, Any]:
     """A job of `kind` with `roles` {role: replicas}, each pod one `container`."""
-    type_field = {"TFJob": "tfReplicaType", "MXJob": "mxReplicaType"}[kind]
+    type_field = {
+        "TFJob": "tfReplicaType",
+        "MXJob": "mxReplicaType",
+        "PyTorchJob": "pytorchReplicaType",
+    }[kind]
     pod = {"containers": [{"name": container, "image": f"{container}:latest"}]}
     # A template of its own per replica: tests change one replica's pods.
     replica_specs = [
@@ -179,3 +192,13 @@ def job_manifest(
         "metadata": {"name": name},
         "spec": {"replicaSpecs": replica_specs, **spec},
     }
+
+
+# Every CRD the chart ships, by name.
+CRDS = (
+    "tfjobs.dlk8s.io",
+    "mxjobs.dlk8s.io",
+    "caffe2jobs.dlk8s.io",
+    "paddlejobs.dlk8s.io",
+    "pytorchjobs.dlk8s.io",
+)

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +24,26 @@ import yaml
 
 from dlk8s_dev.localcluster import LocalCluster
 
-from .helpers import temporary_namespace
+from .helpers import CRDS, get_json, temporary_namespace
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "dlk8s"
 LOCAL_VALUES = REPO / "values" / "local.yaml"
-# The seeds' examples (kwok/) and the jobs that train, each a kustomization
-# (examples/seeds/ is test_convert's).
-EXAMPLES = sorted((REPO / "examples" / "kwok").glob("*.yaml")) + sorted(
-    p.parent for p in (REPO / "examples").glob("*/kustomization.yaml")
+# The seeds' jobs for kwok (tests/data/kwok/), the jobs that train, each a
+# kustomization, and their overlays for the local cluster (examples/local/;
+# runtime-image and pytorch-image are components, which only they build).
+EXAMPLES = sorted((REPO / "tests" / "data" / "kwok").glob("*.yaml")) + sorted(
+    p.parent
+    for p in (
+        *(REPO / "examples").glob("*/kustomization.yaml"),
+        *(REPO / "examples" / "local").glob("*/kustomization.yaml"),
+    )
+    if "\nkind: Component\n" not in p.read_text()
 )
-CRDS = ("tfjobs.dlk8s.io", "mxjobs.dlk8s.io", "caffe2jobs.dlk8s.io", "paddlejobs.dlk8s.io")
 HELMS = ("helm4", "helm3")
 TIMEOUT = "180s"
-
-
-def get_json(cluster: LocalCluster, *args: str) -> dict[str, Any]:
-    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
 
 
 def install(
@@ -77,6 +79,18 @@ def install(
 
 def uninstall(cluster: LocalCluster, helm: str, release: str, namespace: str) -> None:
     cluster.helm("uninstall", release, "--namespace", namespace, helm=helm, check=False)
+
+
+@contextmanager
+def installed(
+    cluster: LocalCluster, helm: str, release: str, namespace: str, *extra: str
+) -> Iterator[None]:
+    """The chart installed as `release`, and uninstalled again however the test ends."""
+    try:
+        install(cluster, helm, release, namespace, *extra)
+        yield
+    finally:
+        uninstall(cluster, helm, release, namespace)
 
 
 def wait_established(cluster: LocalCluster) -> None:
@@ -132,9 +146,7 @@ def test_install_upgrade_uninstall(
     cluster: LocalCluster, namespace: str, helm: str, tmp_path: Path
 ) -> None:
     release = f"dlk8s-{helm}"
-    try:
-        install(cluster, helm, release, namespace)
-
+    with installed(cluster, helm, release, namespace):
         # The CRDs are Established, kept on uninstall, and owned by this release.
         wait_established(cluster)
         for name in CRDS:
@@ -177,7 +189,7 @@ def test_install_upgrade_uninstall(
         cluster.helm("test", release, "--namespace", namespace, "--timeout", TIMEOUT, helm=helm)
 
         cluster.kubectl(
-            "apply", "-n", namespace, "-f", str(REPO / "examples" / "kwok" / "tfjob.yaml")
+            "apply", "-n", namespace, "-f", str(REPO / "tests" / "data" / "kwok" / "tfjob.yaml")
         )
 
         # An upgrade with a changed CRD applies the change ...
@@ -208,8 +220,6 @@ def test_install_upgrade_uninstall(
             "additionalPrinterColumns"
         ]
         assert "Marker" not in {c["name"] for c in columns}
-    finally:
-        uninstall(cluster, helm, release, namespace)
 
     # Uninstall removes the operator but leaves the CRDs and the jobs.
     gone = cluster.kubectl("get", "deployment", release, "-n", namespace, check=False)
@@ -253,17 +263,8 @@ def test_namespace_scope_confines_the_operator(
     cluster: LocalCluster, namespace: str, other_namespace: str
 ) -> None:
     release = "dlk8s-ns"
-    try:
-        install(
-            cluster,
-            "helm4",
-            release,
-            namespace,
-            "--set",
-            "rbac.scope=namespace",
-            "--set",
-            "crds.install=false",
-        )
+    scoped = ("--set", "rbac.scope=namespace", "--set", "crds.install=false")
+    with installed(cluster, "helm4", release, namespace, *scoped):
         sa = f"system:serviceaccount:{namespace}:{release}"
         assert can_i(cluster, sa, "create", "pods", "-n", namespace)
         assert can_i(cluster, sa, "watch", "tfjobs.dlk8s.io", "-n", namespace)
@@ -274,8 +275,6 @@ def test_namespace_scope_confines_the_operator(
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert env["DLK8S_NAMESPACE"] == namespace
         assert env["DLK8S_AUTOSCALER"] == "false"
-    finally:
-        uninstall(cluster, "helm4", release, namespace)
 
 
 @pytest.mark.parametrize("helm", HELMS)
@@ -313,7 +312,7 @@ def crds_installed(cluster: LocalCluster) -> None:
 
 
 @pytest.mark.usefixtures("crds_installed")
-@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+@pytest.mark.parametrize("example", EXAMPLES, ids=[str(p.relative_to(REPO)) for p in EXAMPLES])
 def test_example_is_accepted(cluster: LocalCluster, namespace: str, example: Path) -> None:
     how = "-k" if example.is_dir() else "-f"
     done = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, how, str(example))

@@ -3,9 +3,11 @@
 Every seed example (tests/data/seeds/) is converted by the command as a user
 runs it, and its output applied with a server-side dry run and kubectl's
 strict field validation: the structural schema, the CEL rules and the
-unknown-field check of crds/ all have their say. The documented conversions
-in examples/seeds/ get the same treatment, and an unconverted seed shows that
-the apiserver would have refused what convert fixes.
+unknown-field check of crds/ all have their say. The seed jobs as
+tests/data/kwok/ has them (convert's output, names made distinct) get the
+same treatment, and an unconverted seed shows that the apiserver would have
+refused what convert fixes. Kubeflow training-operator's kubeflow.org/v1
+PyTorchJobs and TFJobs (tests/data/kubeflow/) go the same way.
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ import yaml
 
 from dlk8s_dev.localcluster import LocalCluster
 
+from ..unit.support.seeds import KWOK, TWINS
+from .helpers import CRDS
+
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 SEEDS = sorted((REPO / "tests" / "data" / "seeds").glob("*.yaml"))
 JOB_SEEDS = [p for p in SEEDS if p.name != "tfjob-controller-config.yaml"]
-EXAMPLES = sorted((REPO / "examples" / "seeds").glob("*.yaml"))
-CRDS = ("tfjobs.dlk8s.io", "mxjobs.dlk8s.io", "caffe2jobs.dlk8s.io", "paddlejobs.dlk8s.io")
+EXAMPLES = sorted(KWOK / twin for twin in TWINS.values() if twin)
+KUBEFLOW = sorted((REPO / "tests" / "data" / "kubeflow").glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +86,32 @@ def test_documented_conversion_is_accepted(
     applied = dry_run(cluster, namespace, example.read_text())
     assert applied.returncode == 0, applied.stderr
     assert "(server dry run)" in applied.stdout
+
+
+@pytest.mark.usefixtures("crds")
+@pytest.mark.parametrize("manifest", KUBEFLOW, ids=[p.stem for p in KUBEFLOW])
+def test_converted_kubeflow_job_is_accepted(
+    cluster: LocalCluster, namespace: str, manifest: Path
+) -> None:
+    done = convert("-f", str(manifest))
+    assert done.returncode == 0, done.stderr
+    assert f"{manifest}: " in done.stderr
+    [job] = yaml.safe_load_all(done.stdout)
+    assert job["apiVersion"] == "dlk8s.io/v1alpha1"
+    applied = dry_run(cluster, namespace, done.stdout)
+    assert applied.returncode == 0, applied.stderr
+    assert f"{job['kind'].lower()}.dlk8s.io/{job['metadata']['name']}" in applied.stdout
+    assert "Warning" not in applied.stderr, applied.stderr  # no unknown or dropped field
+
+
+@pytest.mark.usefixtures("crds")
+def test_an_unconverted_kubeflow_job_is_refused(cluster: LocalCluster, namespace: str) -> None:
+    """Kubeflow's replica map under dlk8s's group: the apiserver refuses it."""
+    raw = yaml.safe_load((REPO / "tests" / "data" / "kubeflow" / "pytorchjob-ddp.yaml").read_text())
+    raw["apiVersion"] = "dlk8s.io/v1alpha1"
+    applied = dry_run(cluster, namespace, yaml.safe_dump(raw))
+    assert applied.returncode != 0
+    assert 'unknown field "spec.pytorchReplicaSpecs"' in applied.stderr
 
 
 @pytest.mark.usefixtures("crds")

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -21,9 +20,7 @@ from dlk8s_dev.localcluster import LocalCluster
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 API_VERSION = "dlk8s.io/v1alpha1"
-CRDS = ("tfjobs.dlk8s.io", "mxjobs.dlk8s.io", "caffe2jobs.dlk8s.io", "paddlejobs.dlk8s.io")
 
 Job = dict[str, Any]
 
@@ -63,8 +60,30 @@ VALID: dict[str, Job] = {
             "minInstance": 2,
             "maxInstance": 4,
             "resources": {"requests": {"cpu": "200m", "memory": "200Mi"}},
+            # Placement, pull secrets and a sidecar: what a real cluster asks for.
+            "template": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {
+                    "nodeSelector": {"pool": "gpu"},
+                    "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                    "imagePullSecrets": [{"name": "regcred"}],
+                    "containers": [
+                        {"name": "paddle", "volumeMounts": [{"name": "d", "mountPath": "/d"}]},
+                        {"name": "logs", "image": "busybox"},
+                    ],
+                    "volumes": [{"name": "d", "emptyDir": {}}],
+                },
+            },
         },
-        "pserver": {"minInstance": 2, "maxInstance": 2},
+        "pserver": {"minInstance": 2, "maxInstance": 2, "template": {"spec": {}}},
+        "master": {"template": {"spec": {"priorityClassName": "high"}}},
+    },
+    "PyTorchJob": {
+        "nprocPerNode": 2,
+        "replicaSpecs": [
+            {"pytorchReplicaType": "MASTER", "replicas": 1, "template": template("pytorch")},
+            {"pytorchReplicaType": "WORKER", "replicas": 2, "template": template("pytorch")},
+        ],
     },
 }
 
@@ -116,12 +135,31 @@ def rename(path: str, new_key: str) -> Callable[[Job], None]:
     return change
 
 
+def failure_rules(*rules: Any) -> Callable[[Job], None]:
+    """spec.runPolicy.podFailurePolicy with these rules."""
+    return put("runPolicy", {"podFailurePolicy": {"rules": list(rules)}})
+
+
+def exit_rule(action: str, operator: str, *values: int, **extra: Any) -> Job:
+    return {"action": action, "onExitCodes": {"operator": operator, "values": list(values)}} | extra
+
+
+RULES = "spec.runPolicy.podFailurePolicy.rules"
+
+
 def both(*changes: Callable[[Job], None]) -> Callable[[Job], None]:
     def change(spec: Job) -> None:
         for c in changes:
             c(spec)
 
     return change
+
+
+def elastic(spec: Job) -> None:
+    """PyTorchJob's WORKERs alone, made elastic (replicaSpecs[0] is then the
+    WORKER); a new elasticPolicy each time, since the cases change it."""
+    del spec["replicaSpecs"][0]
+    spec["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3}
 
 
 # One case per line pair: id, kind, change, then the texts the error must contain.
@@ -223,7 +261,75 @@ INVALID = [
         "run-policy-zero-deadline", "TFJob", put("runPolicy", {"activeDeadlineSeconds": 0}),
         "spec.runPolicy.activeDeadlineSeconds", "greater than or equal to 1",
     ),
+    case(
+        "run-policy-unknown-success-policy", "TFJob", put("runPolicy", {"successPolicy": "Chief"}),
+        "spec.runPolicy.successPolicy", "Unsupported value", "Chief",
+    ),
+    case(
+        "failure-rule-unknown-action", "TFJob", failure_rules(exit_rule("Retry", "In", 1)),
+        f"{RULES}[0].action", "Unsupported value", "Retry",
+    ),
+    case(
+        "failure-rule-matching-nothing", "TFJob", failure_rules({"action": "Count"}),
+        f"{RULES}[0]", "a rule needs exactly one of onExitCodes and onPodConditions",
+    ),
+    case(
+        "failure-rule-matching-twice", "TFJob",
+        failure_rules(exit_rule("Count", "In", 1, onPodConditions=[{"type": "Ready"}])),
+        f"{RULES}[0]", "a rule needs exactly one of onExitCodes and onPodConditions",
+    ),
+    case(
+        "failure-rule-exit-code-past-255", "TFJob", failure_rules(exit_rule("FailJob", "In", 256)),
+        f"{RULES}[0].onExitCodes.values[0]", "less than or equal to 255",
+    ),
+    case(
+        "failure-rule-negative-exit-code", "TFJob",
+        failure_rules(exit_rule("FailJob", "NotIn", -1)),
+        f"{RULES}[0].onExitCodes.values[0]", "greater than or equal to 0",
+    ),
+    case(
+        "failure-rule-in-zero", "TFJob", failure_rules(exit_rule("Ignore", "In", 0, 3)),
+        f"{RULES}[0].onExitCodes.values", "may not hold 0 with operator In",
+    ),
+    case(
+        "failure-rule-repeated-exit-code", "TFJob", failure_rules(exit_rule("Ignore", "In", 3, 3)),
+        f"{RULES}[0].onExitCodes.values[1]", "Duplicate value",
+    ),
+    case(
+        "failure-rule-no-exit-codes", "TFJob", failure_rules(exit_rule("Ignore", "NotIn")),
+        f"{RULES}[0].onExitCodes.values", "at least 1 items",
+    ),
+    case(
+        "failure-rule-unknown-operator", "TFJob", failure_rules(exit_rule("Count", "Equals", 1)),
+        f"{RULES}[0].onExitCodes.operator", "Unsupported value",
+    ),
+    case(
+        "failure-rule-condition-without-type", "TFJob",
+        failure_rules({"action": "Ignore", "onPodConditions": [{"status": "True"}]}),
+        f"{RULES}[0].onPodConditions[0].type", "Required value",
+    ),
+    case(
+        "failure-rule-condition-status", "TFJob",
+        failure_rules({"action": "Ignore", "onPodConditions": [{"type": "X", "status": "Yes"}]}),
+        f"{RULES}[0].onPodConditions[0].status", "Unsupported value",
+    ),
+    case(
+        "failure-rules-too-many", "TFJob", failure_rules(*[exit_rule("Count", "In", 1)] * 21),
+        RULES, "must have at most 20 items",
+    ),
+    case(
+        "failure-rule-role-of-no-tfjob", "TFJob",
+        failure_rules(exit_rule("FailJob", "In", 42, replicaTypes=["CHIEF"])),
+        "spec.runPolicy.podFailurePolicy",
+        "replicaTypes may name only the roles of a TFJob (MASTER, WORKER, PS)",
+    ),
     # --- MXJob ---------------------------------------------------------------
+    case(
+        "mx-failure-rule-role-of-a-tfjob", "MXJob",
+        failure_rules(exit_rule("FailJob", "In", 42, replicaTypes=["PS"])),
+        "spec.runPolicy.podFailurePolicy",
+        "replicaTypes may name only the roles of a MXJob (SCHEDULER, SERVER, WORKER)",
+    ),
     case(
         "mx-no-scheduler", "MXJob", remove("replicaSpecs[0]"),
         "spec.replicaSpecs", "exactly one entry with mxReplicaType SCHEDULER",
@@ -334,27 +440,91 @@ INVALID = [
         "paddle-bad-quantity", "PaddleJob", put("trainer.resources.requests.cpu", "200x"),
         "spec.trainer.resources.requests.cpu", "should match",
     ),
+    case(
+        "paddle-template-sets-the-image", "PaddleJob",
+        put("trainer.template.spec.containers[0].image", "other:1"),
+        "spec.trainer.template.spec.containers", "takes its image from spec.image",
+    ),
+    case(
+        "paddle-template-takes-our-volume", "PaddleJob",
+        put("pserver.template.spec.volumes", [{"name": "dlk8s-trainers", "emptyDir": {}}]),
+        "spec.pserver.template.spec.volumes", "are the operator's own",
+    ),
+    case(
+        "paddle-master-template-etcd", "PaddleJob",
+        put("master.template.spec.containers", [{"name": "etcd", "image": "etcd:3"}]),
+        "spec.master.template.spec.containers", "etcd is the operator's",
+    ),
+    # --- PyTorchJob ----------------------------------------------------------
+    case(
+        "pt-master-two-replicas", "PyTorchJob", put("replicaSpecs[0].replicas", 2),
+        "spec.replicaSpecs[0].replicas", "replicas must be 1 for pytorchReplicaType MASTER",
+    ),
+    case(
+        "pt-kubeflow-role-name", "PyTorchJob", put("replicaSpecs[1].pytorchReplicaType", "Worker"),
+        "spec.replicaSpecs[1].pytorchReplicaType", "Unsupported value", "Worker",
+    ),
+    case(
+        "pt-kubeflow-replica-map", "PyTorchJob", rename("replicaSpecs", "pytorchReplicaSpecs"),
+        'unknown field "spec.pytorchReplicaSpecs"',
+    ),
+    case(
+        "pt-without-pytorch-container", "PyTorchJob",
+        put("replicaSpecs[1].template.spec.containers[0].name", "trainer"),
+        "spec.replicaSpecs[1].template.spec.containers", "container named pytorch",
+    ),
+    case(
+        "pt-port-out-of-range", "PyTorchJob", put("replicaSpecs[0].pytorchPort", 70000),
+        "spec.replicaSpecs[0].pytorchPort", "less than or equal to 65535",
+    ),
+    case(
+        "pt-nproc-zero", "PyTorchJob", put("nprocPerNode", 0),
+        "spec.nprocPerNode", "must be 1 to 1024 or one of auto, cpu, gpu",
+    ),
+    case(
+        "pt-nproc-unknown-word", "PyTorchJob", put("nprocPerNode", "all"),
+        "spec.nprocPerNode", "must be 1 to 1024 or one of auto, cpu, gpu",
+    ),
+    case(
+        "pt-elastic-min-above-max", "PyTorchJob",
+        both(elastic, put("elasticPolicy.minReplicas", 4), put("elasticPolicy.maxReplicas", 3)),
+        "spec.elasticPolicy.minReplicas", "must not exceed spec.elasticPolicy.maxReplicas",
+    ),
+    case(
+        "pt-elastic-workers-outside-bounds", "PyTorchJob",
+        both(elastic, put("elasticPolicy.maxReplicas", 1)),
+        "spec.replicaSpecs", "an elastic job needs a WORKER entry whose replicas lie within",
+    ),
+    case(
+        "pt-elastic-without-max", "PyTorchJob", both(elastic, remove("elasticPolicy.maxReplicas")),
+        "spec.elasticPolicy.maxReplicas", "Required value",
+    ),
+    case(
+        "pt-elastic-zero-workers", "PyTorchJob", both(elastic, put("elasticPolicy.minReplicas", 0)),
+        "spec.elasticPolicy.minReplicas", "greater than or equal to 1",
+    ),
+    case(
+        "pt-elastic-two-places-for-nproc", "PyTorchJob",
+        both(elastic, put("elasticPolicy.nProcPerNode", 2)),
+        "spec.elasticPolicy.nProcPerNode", "must not be set together with spec.nprocPerNode",
+    ),
+    case(
+        "pt-elastic-kubeflow-backend", "PyTorchJob",
+        both(elastic, put("elasticPolicy.rdzvBackend", "etcd")),
+        'unknown field "spec.elasticPolicy.rdzvBackend"',
+    ),
+    case(
+        "paddle-all-workers", "PaddleJob", put("runPolicy", {"successPolicy": "AllWorkers"}),
+        "spec.runPolicy.successPolicy", "AllWorkers needs a WORKER role, and a PaddleJob has none",
+    ),
+    case(
+        "paddle-failure-rule-role-of-a-tfjob", "PaddleJob",
+        failure_rules(exit_rule("Ignore", "In", 3, replicaTypes=["WORKER"])),
+        "spec.runPolicy.podFailurePolicy",
+        "replicaTypes may name only the roles of a PaddleJob (MASTER, PSERVER, TRAINER)",
+    ),
 ]
 # fmt: on
-
-
-@pytest.fixture(scope="module")
-def crds_installed(cluster: LocalCluster) -> Iterator[None]:
-    """The CRDs straight from crds/, removed again if this module added them.
-
-    Server-side with forced conflicts, because a helm release may already own
-    the same CRDs with the same content; then they stay.
-    """
-    absent = [
-        name for name in CRDS if cluster.kubectl("get", "crd", name, check=False).returncode != 0
-    ]
-    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in CRDS)
-    )
-    yield
-    if absent:
-        cluster.kubectl("delete", "crd", *absent, "--ignore-not-found", "--timeout=120s")
 
 
 def dry_run(cluster: LocalCluster, namespace: str, kind: str, spec: Job, *flags: str) -> Any:
@@ -374,6 +544,40 @@ def test_table_is_large_enough() -> None:
 def test_valid_job_is_accepted(cluster: LocalCluster, namespace: str, kind: str) -> None:
     done = dry_run(cluster, namespace, kind, VALID[kind])
     assert done.returncode == 0, done.stderr
+
+
+# Sound policies of every kind, each with the roles of its kind: accepted.
+POLICIES = {
+    "TFJob": ("AllWorkers", ["MASTER"], ["WORKER", "PS"]),
+    "MXJob": ("DecidingReplica", ["SCHEDULER"], ["SERVER", "WORKER"]),
+    "Caffe2Job": ("NoFailedReplicas", ["MASTER"], ["WORKER"]),
+    "PaddleJob": ("DecidingReplica", ["TRAINER"], ["MASTER", "PSERVER"]),
+}
+
+
+@pytest.mark.usefixtures("crds_installed")
+@pytest.mark.parametrize("kind", sorted(POLICIES))
+def test_sound_failure_and_success_policies_are_accepted(
+    cluster: LocalCluster, namespace: str, kind: str
+) -> None:
+    success, deciding, others = POLICIES[kind]
+    sidecar = {"containerName": "sidecar", "operator": "In", "values": [7]}
+    rules = [
+        exit_rule("FailJob", "In", 42, 43, replicaTypes=deciding),
+        exit_rule("Ignore", "NotIn", 0, 1, 2, replicaTypes=others),
+        {"action": "Count", "onPodConditions": [{"type": "DisruptionTarget"}]},
+        {"action": "FailJob", "onExitCodes": sidecar},
+    ]
+    spec = copy.deepcopy(VALID[kind])
+    spec["runPolicy"] = {"successPolicy": success, "podFailurePolicy": {"rules": rules}}
+    done = dry_run(cluster, namespace, kind, spec, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    stored = json.loads(done.stdout)["spec"]["runPolicy"]
+    assert stored["successPolicy"] == success
+    # A condition's status defaults to True, as in a batch Job.
+    assert stored["podFailurePolicy"]["rules"][2]["onPodConditions"] == [
+        {"type": "DisruptionTarget", "status": "True"}
+    ]
 
 
 @pytest.mark.usefixtures("crds_installed")
@@ -406,6 +610,10 @@ def test_defaults_are_applied(cluster: LocalCluster, namespace: str) -> None:
     paddle = seen["PaddleJob"]
     assert (paddle["port"], paddle["portsNum"], paddle["portsNumForSparse"]) == (7164, 1, 0)
     assert paddle["trainer"]["passes"] == 1
+    torch = seen["PyTorchJob"]
+    assert {r["pytorchPort"] for r in torch["replicaSpecs"]} == {23456}
+    assert {r["restartPolicy"] for r in torch["replicaSpecs"]} == {"ExitCode"}
+    assert torch["runPolicy"] == tf["runPolicy"]  # the same defaults for every kind
 
 
 @pytest.mark.usefixtures("crds_installed")

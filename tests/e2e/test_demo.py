@@ -13,7 +13,8 @@ import sys
 
 from dlk8s_dev.demo import SEED_EXAMPLES
 from dlk8s_dev.localcluster import REPO_ROOT, WORKDIR_PREFIX, leftover_processes, missing_tools
-from dlk8s_dev.realnode import DEFAULT_BASE, NODE_PREFIX
+from dlk8s_dev.nodehost import NODE_PREFIX
+from dlk8s_dev.runs import node_base
 
 from .helpers import example
 
@@ -34,7 +35,13 @@ def run_demo(*args: str) -> str:
     assert demo.returncode == 0, stdout[-4000:] + stderr[-4000:]
     # Everything the demo started was stopped when it tore down.
     assert leftover_processes(f"{WORKDIR_PREFIX}{demo.pid}-") == []
-    assert not list(DEFAULT_BASE.glob(f"{NODE_PREFIX}{demo.pid}-*")), "the real node's folder"
+    assert not list(node_base().glob(f"{NODE_PREFIX}{demo.pid}-*")), "the real node's folder"
+    # The first line says how to stop it, the last what it removed.
+    lines = stdout.splitlines()
+    assert "Ctrl-C" in lines[0], lines[:3]
+    assert "stops it and removes everything it started" in lines[0], lines[:3]
+    assert lines[-1].startswith("==> ended after "), lines[-3:]
+    assert f"/{WORKDIR_PREFIX}{demo.pid}-" in lines[-1].split("removed: ")[1], lines[-3:]
     return stdout
 
 
@@ -65,6 +72,7 @@ def test_demo_trains_a_distributed_tfjob_on_the_real_node() -> None:
     ]
     assert "export KUBECONFIG=" in out
     assert "images import FILE" in out
+    assert f"/{NODE_PREFIX}" in out.splitlines()[-1], "the node's folder, in the last line"
 
 
 def test_demo_kwok_mode_runs_the_seed_examples_to_success() -> None:

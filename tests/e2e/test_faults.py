@@ -27,6 +27,7 @@ from dlk8s_dev.localcluster import LocalCluster
 from dlk8s_dev.localdeploy import Install, OperatorProcess
 
 from .helpers import (
+    CRDS,
     apply,
     condition,
     get_json,
@@ -147,7 +148,7 @@ def test_an_api_server_down_for_seconds_costs_few_requests_and_log_lines(
     print(f"{len(lines)} log lines; by informer {dict(per_target)}")
     # Informers per resource: the controller's, and the autoscaler's of pods.
     informers = {"pods": 2, "services": 1, "configmaps": 1, "deployments": 1, "nodes": 1}
-    informers |= {kind: 1 for kind in ("tfjobs", "mxjobs", "caffe2jobs", "paddlejobs")}
+    informers |= {crd.split(".")[0]: 1 for crd in CRDS}  # one per job kind
     for resource, count in informers.items():
         assert spent[resource] / count < 20, (resource, spent[resource])
     assert len(lines) < 20 * sum(informers.values()), lines[:40]

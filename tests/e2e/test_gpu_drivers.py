@@ -343,7 +343,7 @@ def test_the_gpu_example_trains_with_the_driver_it_was_given(
     _, accelerators = case_values("custom", driver_root)
     entry = accelerators[GPU]
     [mount] = entry["volumes"]
-    example = REPO_ROOT / "examples" / "tfjob-gpu"
+    example = REPO_ROOT / "examples" / "local" / "tfjob-gpu"  # with the local runtime image
     pod = "tfjob-gpu-master-0"
     with operator_for(real_cluster, "custom", driver_root) as namespace:
         real_cluster.kubectl("apply", "-k", str(example), "-n", namespace)

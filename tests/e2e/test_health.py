@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +24,7 @@ from dlk8s.runtime.metrics import HealthServer
 from dlk8s_dev.localcluster import LocalCluster
 from dlk8s_dev.localdeploy import Install
 
+from ..unit.support.health import probe
 from .helpers import wait_until
 
 # The chart's livenessProbe.periodSeconds.
@@ -34,14 +33,6 @@ PROBE_PERIOD = 20
 
 class Poison(BaseException):
     """Not an Exception: what would end an informer's thread for good."""
-
-
-def probe(server: HealthServer, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=5) as r:
-            return int(r.status), r.read().decode()
-    except urllib.error.HTTPError as err:
-        return int(err.code), err.read().decode()
 
 
 @pytest.fixture

@@ -25,10 +25,9 @@ import pytest
 from dlk8s_dev.localcluster import LocalCluster
 from dlk8s_dev.localdeploy import Install, install_in_cluster, operator_pods
 
-from .helpers import get_json, get_or_none, wait_for_phase, wait_until
+from .helpers import CRDS, get_json, get_or_none, wait_for_phase, wait_until
 
 HELMS = ("helm4", "helm3")
-CRDS = ("tfjobs.dlk8s.io", "mxjobs.dlk8s.io", "caffe2jobs.dlk8s.io", "paddlejobs.dlk8s.io")
 # Where the smoke TFJob's image and every job's pods here come from.
 BASE_IMAGE = "localhost/dlk8s/base:local"
 PRINT_TASK = "import json, os; print('task', json.loads(os.environ['TF_CONFIG'])['task'])"

@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from dlk8s.runtime.client import Kube, WatchStream
+from dlk8s.runtime.apiresources import Resource, resource_for
+from dlk8s.runtime.client import Kube, Scope, Selectors, WatchStream
 from dlk8s.runtime.errors import (
     AlreadyExistsError,
     ConflictError,
     NamespaceTerminatingError,
     NotFoundError,
 )
-from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Informer, Selectors
-from dlk8s.runtime.resources import Resource, resource_for
+from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Informer
 from dlk8s_dev.localcluster import LocalCluster
 
 from .helpers import get_json, wait_until
@@ -186,19 +186,12 @@ class FirstWatchFromThePast(Kube):
         self.namespace = namespace
         self.watched_from: list[str] = []
 
-    def watch(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        selectors: Selectors,
-        resource_version: str,
-        timeout_seconds: int,
-    ) -> WatchStream:
+    def watch(self, scope: Scope, resource_version: str, timeout_seconds: int) -> WatchStream:
         if not self.watched_from:
             self.request("DELETE", PROBES.path(self.namespace, "vanishes"))
             resource_version = "1"
         self.watched_from.append(resource_version)
-        return super().watch(resource, namespace, selectors, resource_version, timeout_seconds)
+        return super().watch(scope, resource_version, timeout_seconds)
 
 
 @pytest.mark.usefixtures("probes")

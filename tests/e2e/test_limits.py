@@ -8,8 +8,8 @@ were accepted, then failed).
 
 The test walks the limits instead of listing them: from a valid job of each
 kind that uses every field the operator reads, it makes one job per field
-replaced by junk or a value just past a bound (tests/unit/malformed.py), has
-the API server validate it (a server-side dry run with strict field
+replaced by junk or a value just past a bound (tests/unit/support/malformed.py),
+has the API server validate it (a server-side dry run with strict field
 validation), and runs the operator's validation on what the API server
 accepted, defaults applied. Each job the operator would fail is a limit
 missing from the CRD.
@@ -17,22 +17,20 @@ missing from the CRD.
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
+from dlk8s.job.kind import Observed
 from dlk8s.job.reconcile.invalid import spec_problems
 from dlk8s.job.reconcile.view import read_job
 from dlk8s.runtime.client import Kube
 from dlk8s.runtime.errors import ApiError
 from dlk8s_dev.localcluster import LocalCluster
 
-from ..unit.support.malformed import JUNK, paths, rich_job
-from .test_crd_validation import crds_installed  # noqa: F401 - the fixture
+from ..unit.support.malformed import JUNK, mutations, rich_job
 
 # Values just past the bounds the operator checks (replicas, ports, int32).
 PAST_BOUNDS = [10_001, 65_536, 2**31, -2]
@@ -56,6 +54,31 @@ def template(container: str) -> dict[str, Any]:
     }
 
 
+def paddle_template() -> dict[str, Any]:
+    """A PaddleJob role's template: what it adds to the paddle container, a
+    sidecar, placement and its own volume."""
+    paddle = {
+        "name": "paddle",
+        "env": [{"name": "A", "value": "1"}],
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+    }
+    sidecar = {
+        "name": "logs",
+        "image": "example/logs:1",
+        "resources": {"requests": {"cpu": "100m"}},
+    }
+    return {
+        "metadata": {"labels": {"team": "a"}},
+        "spec": {
+            "nodeSelector": {"pool": "gpu"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "containers": [paddle, sidecar],
+            "initContainers": [{"name": "init", "image": "example/init:1"}],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+        },
+    }
+
+
 def caffe2(backend: dict[str, Any]) -> dict[str, Any]:
     return {
         "backendSpecs": backend,
@@ -64,6 +87,12 @@ def caffe2(backend: dict[str, Any]) -> dict[str, Any]:
             {"replicaType": "WORKER", "replicas": 2, "template": template("caffe2")},
         ],
     }
+
+
+def pytorch(**spec: Any) -> dict[str, Any]:
+    master = {"pytorchReplicaType": "MASTER", "replicas": 1, "template": template("pytorch")}
+    worker = {"pytorchReplicaType": "WORKER", "replicas": 2, "template": template("pytorch")}
+    return {"replicaSpecs": [master | {"pytorchPort": 29500}, worker], **spec}
 
 
 # A valid job of each kind, with every field the operator reads.
@@ -82,6 +111,19 @@ RICH: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "caffe2job-redis": ("Caffe2Job", caffe2({"backendType": "redis", "redisPort": 6379})),
     "caffe2job-nfs": ("Caffe2Job", caffe2({"backendType": "nfs", "nfsPath": "/data"})),
+    "pytorchjob": ("PyTorchJob", pytorch(nprocPerNode=2, runPolicy={"backoffLimit": 1})),
+    "pytorchjob-elastic": (
+        "PyTorchJob",
+        pytorch(
+            elasticPolicy={
+                "minReplicas": 1,
+                "maxReplicas": 4,
+                "maxRestarts": 3,
+                "rdzvPort": 29400,
+                "nProcPerNode": 2,
+            }
+        ),
+    ),
     "paddlejob": (
         "PaddleJob",
         {
@@ -97,29 +139,18 @@ RICH: dict[str, tuple[str, dict[str, Any]]] = {
                 "minInstance": 2,
                 "maxInstance": 4,
                 "resources": {"requests": {"cpu": "200m"}, "limits": {"nvidia.com/gpu": 1}},
+                "template": paddle_template(),
             },
-            "pserver": {"minInstance": 2, "maxInstance": 2, "resources": {"requests": {"cpu": 1}}},
-            "master": {"resources": {"requests": {"cpu": "1"}}},
+            "pserver": {
+                "minInstance": 2,
+                "maxInstance": 2,
+                "resources": {"requests": {"cpu": 1}},
+                "template": {"spec": {"imagePullSecrets": [{"name": "regcred"}]}},
+            },
+            "master": {"resources": {"requests": {"cpu": "1"}}, "template": paddle_template()},
         },
     ),
 }
-
-
-def variants(spec: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The spec with one field replaced by junk or a value past a bound, or removed."""
-    for path in paths(spec):
-        if not path:
-            continue
-        for value in [*JUNK, *PAST_BOUNDS, "<remove>"]:
-            changed = copy.deepcopy(spec)
-            parent = changed
-            for key in path[:-1]:
-                parent = parent[key]
-            if value == "<remove>":
-                del parent[path[-1]]
-            else:
-                parent[path[-1]] = value
-            yield changed
 
 
 def operator_refuses(kube: Kube, namespace: str, kind: str, spec: dict[str, Any]) -> list[str]:
@@ -141,7 +172,7 @@ def operator_refuses(kube: Kube, namespace: str, kind: str, spec: dict[str, Any]
     except ApiError:
         return []
     stored["metadata"]["uid"] = "dry-run"  # a dry run assigns none
-    return spec_problems(read_job(stored, datetime.now(UTC)))
+    return spec_problems(read_job(stored, Observed(), datetime.now(UTC)))
 
 
 @pytest.mark.usefixtures("crds_installed")
@@ -152,7 +183,7 @@ def test_the_api_server_refuses_every_job_the_operator_would_fail(
     kind, spec = RICH[case]
     kube = Kube(cluster.api_client())
     assert operator_refuses(kube, namespace, kind, spec) == [], "the valid job"
-    jobs = list(variants(spec))
+    jobs = list(mutations(spec, [*JUNK, *PAST_BOUNDS]))
     with ThreadPoolExecutor(8) as pool:
         verdicts = list(pool.map(lambda s: operator_refuses(kube, namespace, kind, s), jobs))
     missing = sorted({"; ".join(v) for v in verdicts if v})

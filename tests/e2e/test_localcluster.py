@@ -224,8 +224,13 @@ def test_stop_leaves_no_process_behind() -> None:
     pids, workdir = own.pids, str(own.workdir)
     assert len(pids) == 5
     assert leftover_processes(workdir), "the running cluster should be visible to the check"
-    own.stop()
+    removed = own.stop()
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
     assert leftover_processes(workdir) == []
+    # It says what it removed (the last line of `make cluster` and `make demo`).
+    started = "etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok"
+    assert removed[0] == f"processes {started}"
+    assert removed[-1].startswith(f"{workdir} (")
+    assert own.stop() == [], "stopping again removes nothing more"

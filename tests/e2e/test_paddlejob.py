@@ -1,4 +1,5 @@
-"""PaddleJob end to end: EDL's example, and the autoscaler on a small cluster.
+"""PaddleJob end to end: EDL's example, the autoscaler on a small cluster,
+and pod templates that put a job on a tainted node of its own.
 
 The scaling tests run on their own cluster of two nodes with known room
 (8 CPU, 16Gi, 4 GPUs each), with the chart installed and the operator
@@ -11,6 +12,7 @@ pservers never touched.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
@@ -19,11 +21,18 @@ from typing import Any
 
 import pytest
 
-from dlk8s.job.kinds.paddlejob import LAUNCHER
-from dlk8s.job.resources import from_list, pod_requests
-from dlk8s_dev.localcluster import LocalCluster, NodeSpec, leftover_processes, missing_tools
+from dlk8s.job.computeresources import from_list, pod_requests
+from dlk8s.job.kinds.paddle_pods import LAUNCHER
+from dlk8s_dev.localcluster import (
+    LocalCluster,
+    NodeSpec,
+    leftover_processes,
+    missing_tools,
+    node_manifest,
+)
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
+from ..unit.support.paddle import EDL_EXAMPLE_ENV
 from .helpers import apply, example, get_json, job_status, pods_of, wait_until
 
 NODES = (
@@ -62,20 +71,7 @@ def test_edl_example_makes_the_right_pods_and_variables(
 
     pods = wait_until(started, what="the example's master, pservers and trainers")
     trainer = pods["example-trainer-0"]
-    assert env_of(trainer) == {
-        "PADDLE_JOB_NAME": "example",
-        "TRAINERS": "2",
-        "PSERVERS": "2",
-        "ENTRY": "python /workspace/train_ft.py",
-        "TRAINER_PACKAGE": "/workspace",
-        "PADDLE_INIT_PORT": "7164",
-        "PADDLE_INIT_PORTS_NUM": "1",
-        "PADDLE_INIT_PORTS_NUM_FOR_SPARSE": "1",
-        "PADDLE_INIT_NUM_GRADIENT_SERVERS": "2",
-        "PADDLE_INIT_NUM_PASSES": "50",
-        "PADDLE_INIT_TRAINER_COUNT": "1",
-        "PADDLE_INIT_USE_GPU": "0",
-        "DLK8S_TRAINERS_FILE": "/etc/dlk8s/trainers",
+    assert env_of(trainer) == EDL_EXAMPLE_ENV | {
         "PADDLE_TRAINING_ROLE": "TRAINER",
         "NAMESPACE": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}},
         "POD_IP": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}},
@@ -365,3 +361,62 @@ def test_a_starving_job_has_a_node_kept_and_newcomers_wait_behind_the_gate(
         if "PaddleJob/elastic/small" in x and "admitted at 1 trainers" in x
     ]
     assert len(admitted) == 1, admitted
+
+
+# --- placement: a tainted node of its own ----------------------------------------------
+
+DEDICATED = "dedicated-0"
+PLACEMENT: dict[str, Any] = {
+    "nodeSelector": {"pool": "dedicated"},
+    "tolerations": [
+        {
+            "key": "dlk8s.io/dedicated",
+            "operator": "Equal",
+            "value": "paddle",
+            "effect": "NoSchedule",
+        }
+    ],
+    "imagePullSecrets": [{"name": "regcred"}],
+}
+
+
+@pytest.fixture
+def dedicated(small: tuple[LocalCluster, OperatorProcess]) -> Iterator[LocalCluster]:
+    """A third node, tainted and labelled for one team: 2 CPUs, no GPU."""
+    cluster, _ = small
+    cluster.kubectl("delete", "paddlejobs", "--all", "-n", NAMESPACE, "--wait=true")
+    wait_until(lambda: not get_json(cluster, "pods", "-n", NAMESPACE)["items"], what="no pods")
+    node = node_manifest(NodeSpec(DEDICATED, cpu="2", memory="16Gi", gpu=0))
+    node["metadata"]["labels"]["pool"] = "dedicated"
+    # Tainted from its first moment: no other pod ever lands there.
+    node["spec"]["taints"] = [
+        {"key": "dlk8s.io/dedicated", "value": "paddle", "effect": "NoSchedule"}
+    ]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(node))
+    try:
+        yield cluster
+    finally:
+        cluster.kubectl("delete", "paddlejobs", "--all", "-n", NAMESPACE, "--wait=true")
+        cluster.kubectl("delete", "node", DEDICATED, "--wait=false")
+
+
+def test_templates_place_every_pod_on_the_tainted_node_and_the_autoscaler_sizes_for_it(
+    dedicated: LocalCluster,
+) -> None:
+    cluster = dedicated
+    job = elastic_job("placed", 1, 4, gpus=0)
+    for role in ("trainer", "pserver", "master"):
+        job["spec"][role]["template"] = {"spec": copy.deepcopy(PLACEMENT)}
+    apply(cluster, NAMESPACE, job)
+    # The master (100m) and the pserver (500m) leave room for two trainers of
+    # 500m on the 2 CPUs; the other nodes' 16 CPUs are not the job's to use,
+    # so the autoscaler grows it to 2 and no further (a third would pend).
+    running_trainers(cluster, "placed", 2)
+    time.sleep(6)  # three autoscaler passes
+    assert set(trainers_of(cluster, "placed")) == {"placed-trainer-0", "placed-trainer-1"}
+    assert job_status(cluster, NAMESPACE, "PaddleJob", "placed")["trainers"] == 2
+    pods = pods_of(cluster, NAMESPACE, "placed")
+    assert len(pods) == 4  # master, pserver, two trainers
+    assert {n: p["spec"].get("nodeName") for n, p in pods.items()} == dict.fromkeys(pods, DEDICATED)
+    secrets = {n: p["spec"].get("imagePullSecrets") for n, p in pods.items()}
+    assert secrets == {key: [{"name": "regcred"}] for key in pods}

@@ -35,7 +35,7 @@ from .helpers import (
 # (resource with its API group, verb)
 Permission = tuple[str, str]
 
-JOB_KINDS = ("tfjobs", "mxjobs", "caffe2jobs", "paddlejobs")
+JOB_KINDS = ("tfjobs", "mxjobs", "caffe2jobs", "paddlejobs", "pytorchjobs")
 GROUPS = {"deployments": "apps", "leases": "coordination.k8s.io"}
 # Granted though no request of ours carries it: with the admission plugin
 # OwnerReferencesPermissionEnforcement, creating a child whose
@@ -45,7 +45,7 @@ IMPLIED = {("jobs.dlk8s.io/finalizers", "update")}
 
 
 def qualified(resource: str) -> str:
-    """As can-i names it ("deployments.apps"); the four job kinds as one,
+    """As can-i names it ("deployments.apps"); the five job kinds as one,
     since the operator handles them alike and a test runs two of them."""
     base, _, sub = resource.partition("/")
     base = base.rsplit(".dlk8s.io", 1)[0]

@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
-from dlk8s_dev.localcluster import LocalCluster, clean_stale_workdirs, leftover_processes
-from dlk8s_dev.realnode import RealNode, clean_stale
+from dlk8s_dev.leftovers import clean_dead_runs
+from dlk8s_dev.localcluster import LocalCluster, leftover_processes
+from dlk8s_dev.realnode import RealNode
 
 from .helpers import get_json, temporary_namespace, wait_until
 
@@ -352,9 +353,8 @@ def test_a_killed_run_leaves_nothing_running_and_the_next_start_cleans_up() -> N
     wait_until(only_files_left, timeout=30, what="the killed run's processes to die")
     # What stays on disk (the folder, empty cgroups) goes with the next start.
     # (Any run starting meanwhile on this machine may have cleaned up first.)
-    clean_stale()
+    clean_dead_runs()
     assert node.leftovers() == {}
-    clean_stale_workdirs(Path(info["workdir"]).parent)
     assert not Path(info["workdir"]).exists()
 
 

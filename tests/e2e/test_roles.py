@@ -80,7 +80,7 @@ def test_edit_may_create_a_tfjob_and_view_may_not(
     assert seen.stdout.split() == ["tfjob.dlk8s.io/alices-job"]
     for verb in ("delete", "patch", "update"):
         assert not can_i(cluster, "bob", verb, "tfjobs.dlk8s.io", namespace), verb
-    for kind in ("mxjobs", "caffe2jobs", "paddlejobs"):
+    for kind in ("mxjobs", "caffe2jobs", "paddlejobs", "pytorchjobs"):
         assert can_i(cluster, "bob", "watch", f"{kind}.dlk8s.io", namespace), kind
         assert can_i(cluster, "alice", "delete", f"{kind}.dlk8s.io", namespace), kind
 
@@ -132,6 +132,6 @@ def test_the_charts_roles_can_be_bound_directly(
     refused = create_as(cluster, "grace", namespace, tfjob("graces-job"))
     assert refused.returncode != 0
     assert "forbidden" in refused.stderr.lower()
-    # The chart's roles hold the four kinds and nothing else: no pods, no secrets.
+    # The chart's roles hold the five kinds and nothing else: no pods, no secrets.
     assert not can_i(cluster, "frank", "create", "pods", namespace)
     assert not can_i(cluster, "grace", "get", "secrets", namespace)

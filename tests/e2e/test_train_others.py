@@ -1,15 +1,16 @@
 """MXNet, Caffe2's redis rendezvous and elastic Paddle, for real on the real node.
 
 The examples under examples/mxjob-dist-sync, examples/caffe2job-rendezvous
-and examples/paddlejob-elastic run as users run them (`kubectl apply -k`)
-in namespaces whose pods all land on the real node, from the local runtime
-image. The operator runs as a local process with the chart's
-ServiceAccount and config (config.images.redis and .etcd pointed at the
-runtime image, as values/realnode.yaml does), its autoscaler on a short
-period. Every assertion is on what the frameworks themselves report in
-their logs (the sums MXNet's servers aggregated, the keys the shards found
-in redis, the trainer counts read from the file the kubelet refreshes),
-never on the variables the operator wrote.
+and examples/paddlejob-elastic run as users run them (`kubectl apply -k`),
+through their overlays in examples/local/ (the local runtime image in place
+of the published one), in namespaces whose pods all land on the real node.
+The operator runs as a local process with the chart's ServiceAccount and
+config (config.images.redis and .etcd pointed at the runtime image, as
+values/realnode.yaml does), its autoscaler on a short period. Every
+assertion is on what the frameworks themselves report in their logs (the
+sums MXNet's servers aggregated, the keys the shards found in redis, the
+trainer counts read from the file the kubelet refreshes), never on the
+variables the operator wrote.
 
 MXNet and Caffe2 jobs run side by side; the elastic PaddleJobs run after
 them, on a node with nothing else asking for its CPU.
@@ -32,10 +33,12 @@ from dlk8s_dev.localcluster import REPO_ROOT, LocalCluster
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
 from .helpers import get_json, get_or_none, job_status, pods_of, wait_until
+from .training import delete_namespaces, real_namespace
 
 RUNTIME = "localhost/dlk8s/runtime:local"
 RELEASE = "train-others"
-EXAMPLES = REPO_ROOT / "examples"
+# The examples with the local runtime image (examples/README.md).
+EXAMPLES = REPO_ROOT / "examples" / "local"
 FINAL = ("Done", "Failed")
 
 
@@ -57,16 +60,6 @@ def operator(real_cluster: LocalCluster) -> Iterator[OperatorProcess]:
         process.stop()
         real_cluster.helm("uninstall", RELEASE, "-n", namespace, check=False)
         real_cluster.kubectl("delete", "namespace", namespace, "--wait=false")
-
-
-def real_namespace(cluster: LocalCluster, name: str) -> str:
-    assert cluster.node is not None
-    return cluster.node.real_namespace(cluster, name)
-
-
-def delete_namespaces(cluster: LocalCluster, *names: str) -> None:
-    for name in names:
-        cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
 
 
 def apply_example(cluster: LocalCluster, namespace: str, name: str) -> None:
@@ -190,12 +183,17 @@ def rendezvous_lines(out: str, run: str, shards: int) -> None:
     assert f"rendezvous complete: {shards} shards registered: {keys}" in out, out
 
 
+def caffe2_done(cluster: LocalCluster, submitted: dict[str, str], job: str) -> tuple[str, str]:
+    """The namespace of the Caffe2 example and the job's run id, once the job is Done."""
+    ns = submitted["caffe2job-rendezvous"]
+    return ns, done(cluster, ns, "Caffe2Job", job)["runtimeId"]
+
+
 def test_caffe2_shards_meet_in_the_redis_of_their_master(
     real_cluster: LocalCluster, submitted: dict[str, str]
 ) -> None:
-    ns, job = submitted["caffe2job-rendezvous"], "caffe2job-in-master"
-    status = done(real_cluster, ns, "Caffe2Job", job)
-    run = status["runtimeId"]
+    job = "caffe2job-in-master"
+    ns, run = caffe2_done(real_cluster, submitted, job)
     shards = {f"{job}-master-0": 0, f"{job}-worker-0": 1, f"{job}-worker-1": 2}
     # Every shard is kept for its log, the MASTER too: the redis the
     # operator added is a native sidecar, which the kubelet stopped once
@@ -224,9 +222,8 @@ def test_caffe2_shards_meet_in_the_redis_of_their_master(
 def test_caffe2_shards_meet_in_an_existing_redis(
     real_cluster: LocalCluster, submitted: dict[str, str]
 ) -> None:
-    ns, job = submitted["caffe2job-rendezvous"], "caffe2job-redis-host"
-    status = done(real_cluster, ns, "Caffe2Job", job)
-    run = status["runtimeId"]
+    job = "caffe2job-redis-host"
+    ns, run = caffe2_done(real_cluster, submitted, job)
     # No MASTER: every worker decided, and every one succeeded.
     pods = all_succeeded(real_cluster, ns, job, {f"{job}-worker-{i}" for i in range(3)})
     on_the_real_node(real_cluster, pods)

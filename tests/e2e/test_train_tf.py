@@ -27,22 +27,27 @@ import json
 import re
 import shutil
 import textwrap
-import threading
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from kubernetes import client, watch
 
-from dlk8s_dev.localcluster import REPO_ROOT, LocalCluster
-from dlk8s_dev.localdeploy import OperatorProcess, install_chart
+from dlk8s_dev.localcluster import LocalCluster
+from dlk8s_dev.localdeploy import OperatorProcess
 
-from .helpers import get_json, get_or_none, job_status, wait_until
+from .helpers import get_json, get_or_none, wait_until
+from .training import (
+    Lab,
+    Recorder,
+    finished,
+    kustomized,
+    local_operator,
+    replica,
+    the_job,
+    without,
+)
 
 RUNTIME = "localhost/dlk8s/runtime:local"
 TRAIN = "tfjob-train"
@@ -50,121 +55,10 @@ RESTART = "tfjob-restart"
 MULTI = "tfjob-multiworker"
 AS_MASTER = "tfjob-as-master"
 KILL_AT = 200
-JOB_TIMEOUT = 300
 STEP_LOSS = re.compile(r"^(\S+): step (\d+) loss ([0-9.e+-]+)$", re.M)
 
 
-# -- what the pods said and how they ended, as it happened -------------------------
-
-
-@dataclass
-class PodRecord:
-    name: str
-    uid: str
-    log: list[str] = field(default_factory=list)
-    exit_code: int | None = None
-    following: bool = False
-
-
-class Recorder:
-    """Every pod of a namespace, by uid: its `tensorflow` log, followed from
-    the start (pods that cleanPodPolicy deletes, or that the operator
-    replaces, take their logs with them) and its exit code. One watch, one
-    log stream per pod; no polling."""
-
-    def __init__(self, cluster: LocalCluster, namespace: str) -> None:
-        self.api = client.CoreV1Api(cluster.api_client())
-        self.namespace = namespace
-        self.pods: dict[str, PodRecord] = {}
-        self._lock = threading.Lock()
-        self._watch = watch.Watch()
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stopped.is_set():
-            try:
-                stream = self._watch.stream(
-                    self.api.list_namespaced_pod, self.namespace, timeout_seconds=60
-                )
-                for event in stream:
-                    self._saw(event["object"])
-            except Exception:  # a dropped watch: list and watch again
-                time.sleep(0.5)
-
-    def _saw(self, pod: client.V1Pod) -> None:
-        uid, status = pod.metadata.uid, pod.status
-        if not any(c.name == "tensorflow" for c in pod.spec.containers):
-            return  # e.g. TensorBoard's
-        with self._lock:
-            record = self.pods.setdefault(uid, PodRecord(pod.metadata.name, uid))
-            for state in status.container_statuses or []:
-                if state.name == "tensorflow" and state.state and state.state.terminated:
-                    record.exit_code = state.state.terminated.exit_code
-            start = not record.following and status.phase in ("Running", "Succeeded", "Failed")
-            record.following |= start
-        if start:
-            threading.Thread(target=self._follow, args=(record,), daemon=True).start()
-
-    def _follow(self, record: PodRecord) -> None:
-        try:
-            response = self.api.read_namespaced_pod_log(
-                record.name, self.namespace, container="tensorflow", follow=True,
-                _preload_content=False,
-            )  # fmt: skip
-            for line in response:
-                with self._lock:
-                    record.log.append(line.decode(errors="replace").rstrip("\n"))
-        except Exception as err:  # the pod went away: what we have is its log
-            record.log.append(f"[recorder: log stream ended: {err}]")
-
-    def of(self, pod: str) -> list[PodRecord]:
-        """The records of every pod that had this name, oldest first."""
-        with self._lock:
-            return [copy.deepcopy(r) for r in self.pods.values() if r.name == pod]
-
-    def log(self, pod: str) -> str:
-        return "\n".join(line for r in self.of(pod) for line in r.log)
-
-    def dump(self, job: str) -> str:
-        """Every pod of the job: name, uid, exit code and the log's tail."""
-        with self._lock:
-            records = [copy.deepcopy(r) for r in self.pods.values()]
-        return "\n".join(
-            f"--- {r.name} {r.uid} exit {r.exit_code}\n" + "\n".join(r.log[-40:])
-            for r in records
-            if r.name.startswith(f"{job}-")
-        )
-
-    def stop(self) -> None:
-        self._stopped.set()
-        self._watch.stop()
-
-
 # -- the jobs -----------------------------------------------------------------------
-
-
-def kustomized(cluster: LocalCluster, example: str) -> list[dict[str, Any]]:
-    """What `kubectl apply -k examples/<example>` would apply."""
-    out = cluster.kubectl("kustomize", str(REPO_ROOT / "examples" / example)).stdout
-    return [doc for doc in yaml.safe_load_all(out) if doc]
-
-
-def the_job(docs: list[dict[str, Any]]) -> dict[str, Any]:
-    [job] = [d for d in docs if d["kind"] == "TFJob"]
-    return job
-
-
-def replica(job: dict[str, Any], role: str) -> dict[str, Any]:
-    [spec] = [r for r in job["spec"]["replicaSpecs"] if r["tfReplicaType"] == role]
-    return spec
-
-
-def without(job: dict[str, Any], role: str) -> None:
-    job["spec"]["replicaSpecs"] = [
-        r for r in job["spec"]["replicaSpecs"] if r["tfReplicaType"] != role
-    ]
 
 
 def restart_job(train: dict[str, Any]) -> dict[str, Any]:
@@ -201,45 +95,12 @@ def share_logs_in(job: dict[str, Any], directory: Path) -> None:
             volume["hostPath"]["path"] = str(directory)
 
 
-@dataclass
-class Lab:
-    cluster: LocalCluster
-    namespace: str
-    recorder: Recorder
-    operator: OperatorProcess
-
-
 @pytest.fixture(scope="module")
 def operator(real_cluster: LocalCluster) -> Iterator[OperatorProcess]:
-    """The chart (release namespace on kwok's nodes, where its Deployment
-    runs nothing) and the operator as a local process with its ServiceAccount,
-    watching only this module's namespace. Named like conftest's fixture, so a
-    failed test shows this operator's log."""
-    assert real_cluster.node is not None
-    suffix = uuid.uuid4().hex[:8]
-    release_ns, namespace = f"train-tf-system-{suffix}", f"train-tf-{suffix}"
-    process: OperatorProcess | None = None
-    try:
-        install = install_chart(
-            real_cluster,
-            release="train-tf",
-            namespace=release_ns,
-            sets=("cloud=gke", f"config.tfImage={RUNTIME}"),
-        )
-        real_cluster.node.real_namespace(real_cluster, namespace)
-        process = OperatorProcess(
-            install,
-            name="train-tf",
-            args=("--no-autoscaler",),
-            env={"DLK8S_NAMESPACE": namespace},
-        ).start()
+    """Named like conftest's fixture, so a failed test shows this operator's log."""
+    sets = ("cloud=gke", f"config.tfImage={RUNTIME}")
+    with local_operator(real_cluster, "train-tf", sets) as process:
         yield process
-    finally:
-        if process is not None:
-            process.stop()
-        real_cluster.helm("uninstall", "train-tf", "-n", release_ns, check=False)
-        for ns in (namespace, release_ns):
-            real_cluster.kubectl("delete", "namespace", ns, "--wait=false", "--ignore-not-found")
 
 
 @pytest.fixture(scope="module")
@@ -266,22 +127,6 @@ def lab(real_cluster: LocalCluster, operator: OperatorProcess) -> Iterator[Lab]:
     finally:
         recorder.stop()
         shutil.rmtree(logs, ignore_errors=True)
-
-
-def finished(lab: Lab, job: str, phase: str = "Done") -> dict[str, Any]:
-    """The job's status once it ended, which must be in `phase`; if not, the
-    assertion shows the status and what each of its pods printed."""
-    status = wait_until(
-        lambda: (
-            (s := job_status(lab.cluster, lab.namespace, "TFJob", job)).get("phase")
-            in ("Done", "Failed")
-            and s
-        ),
-        timeout=JOB_TIMEOUT,
-        what=f"TFJob {job} to end",
-    )
-    assert status["phase"] == phase, f"{json.dumps(status, indent=1)}\n{lab.recorder.dump(job)}"
-    return status
 
 
 def pods_left(lab: Lab, job: str) -> dict[str, dict[str, Any]]:

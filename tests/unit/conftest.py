@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
+from dlk8s.runtime.apiresources import JOB_RESOURCES
 from dlk8s.runtime.controller import Controller
 from dlk8s.runtime.informer import Cache
-from dlk8s.runtime.resources import JOB_RESOURCES
 
+from .support.controller import submitted
 from .support.fakes import RecordingKube
 from .support.worlds import CONFIG, NOW
 
@@ -25,6 +27,12 @@ def kube() -> RecordingKube:
 def job_caches() -> dict[str, Cache]:
     """The controller's job caches by kind; a test puts jobs in as a watch would."""
     return {kind: Cache() for kind in JOB_RESOURCES}
+
+
+@pytest.fixture
+def submitted_job(job_caches: dict[str, Cache]) -> dict[str, Any]:
+    """The seed's TFJob in its cache, as the job watch delivers it."""
+    return submitted(job_caches)
 
 
 @pytest.fixture

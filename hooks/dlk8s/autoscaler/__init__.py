@@ -1,8 +1,11 @@
 """The elastic autoscaler of PaddleJobs (EDL's), as a pure plan and an I/O loop.
 
-``plan``: the model of the cluster, the simulation of placing pods and the
-plan of trainer counts. Pure: it may import ``dlk8s.job`` and the standard
-library only. ``loop``: watches and patches; it may import ``plan``,
-``dlk8s.job`` and ``dlk8s.runtime``. Nothing in ``dlk8s.job`` or
-``dlk8s.runtime`` imports the autoscaler.
+Pure (they may import ``dlk8s.job``, each other and the standard library
+only): ``cluster``, the model of the cluster as the planner sees it;
+``manifests``, reading it from API objects; ``simulation``, the simulated
+copy of the cluster pods are placed on; ``accounting``, ``admission``,
+``reservations`` and ``scaling``, the steps of a pass; ``plan``, the entry
+point that composes them. ``loop``: watches and patches; it may import the
+pure modules, ``dlk8s.job`` and ``dlk8s.runtime``. Nothing in ``dlk8s.job``
+or ``dlk8s.runtime`` imports the autoscaler.
 """

@@ -3,9 +3,9 @@
 Watches the nodes and every pod of the cluster that has not terminated
 (field selector status.phase!=Succeeded,status.phase!=Failed, so finished
 pods of batch jobs never fill the cache). The pod cache keeps only what the
-planner needs (autoscaler.Pod, about 1.3 KB) instead of whole pods (~50 KB),
-which is most of the memory the all-pods watch would otherwise cost; see
-bench/results/elastic.md for the measurement.
+planner needs (autoscaler.cluster.Pod, about 1.3 KB) instead of whole pods
+(~50 KB), which is most of the memory the all-pods watch would otherwise
+cost; see bench/results/elastic.md for the measurement.
 
 A pass runs shortly after a change (node or pod events, debounced so a burst
 costs one pass) and at least every `period` seconds. It reads the PaddleJobs
@@ -31,42 +31,27 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from prometheus_client import Counter, Histogram
-
-from dlk8s.autoscaler.plan import (
-    DEFAULT_MAX_LOAD,
-    DEFAULT_RESERVE_AFTER,
-    Change,
-    Plan,
-    job_from_manifest,
-    node_from_manifest,
-    plan,
-    pod_from_manifest,
-)
-from dlk8s.job.api import API_VERSION
+from dlk8s.autoscaler.manifests import job_from_manifest, node_from_manifest, pod_from_manifest
+from dlk8s.autoscaler.plan import DEFAULT_MAX_LOAD, DEFAULT_RESERVE_AFTER, Change, Plan, plan
 from dlk8s.job.config import Admission
-from dlk8s.job.kinds.paddlejob import KIND, TrainerDecision
-from dlk8s.runtime.client import Kube
+from dlk8s.job.kinds.paddle_spec import KIND, TrainerDecision
+from dlk8s.job.names import API_VERSION
+from dlk8s.runtime.apiresources import resource_for
+from dlk8s.runtime.client import Kube, Selectors
 from dlk8s.runtime.clock import seconds_left
 from dlk8s.runtime.errors import ApiError
-from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED
-from dlk8s.runtime.resources import resource_for
+from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Informer
+from dlk8s.runtime.metrics import AUTOSCALER_CHANGES, AUTOSCALER_PASS_SECONDS
+from dlk8s.runtime.ownwrites import OwnWrites
 
 log = logging.getLogger(__name__)
 
 NOT_TERMINATED: Final = "status.phase!=Succeeded,status.phase!=Failed"
 
-CHANGES = Counter(
-    "dlk8s_autoscaler_changes_total",
-    "Trainer count changes the autoscaler made, by direction (up, down, or"
-    " admitted: a gated job given its count).",
-    ["direction"],
-)
-PASS_SECONDS = Histogram(
-    "dlk8s_autoscaler_pass_seconds",
-    "Time of one autoscaler pass (planning and patches).",
-    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
-)
+# Seconds between passes when no watch event asks for one sooner (also
+# `--autoscaler-period`'s default): free room that appears without an event
+# of ours (a pod of another workload ends) is noticed within this.
+DEFAULT_PERIOD = 5.0
 
 
 class AutoscalerLoop:
@@ -74,7 +59,7 @@ class AutoscalerLoop:
         self,
         kube: Kube,
         jobs: Callable[[], list[dict[str, Any]]],
-        period: float = 5.0,
+        period: float = DEFAULT_PERIOD,
         debounce: float = 0.5,
         max_load: float = DEFAULT_MAX_LOAD,
         reserve_after: float = DEFAULT_RESERVE_AFTER,
@@ -88,11 +73,11 @@ class AutoscalerLoop:
         self.reserve_after = reserve_after
         # Shared with the controller of this process (its config's).
         self.admission = admission or Admission()
-        self._nodes = kube.informer(resource_for("v1", "Node"), None, transform=node_from_manifest)
-        self._pods = kube.informer(
+        self._nodes = Informer(kube, resource_for("v1", "Node"), transform=node_from_manifest)
+        self._pods = Informer(
+            kube,
             resource_for("v1", "Pod"),
-            None,
-            field_selector=NOT_TERMINATED,
+            selectors=Selectors(field=NOT_TERMINATED),
             transform=pod_from_manifest,
         )
         for informer in (self._nodes, self._pods):
@@ -102,7 +87,7 @@ class AutoscalerLoop:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         # Jobs as our own patches returned them, until the watch catches up.
-        self._written: dict[str, dict[str, Any]] = {}
+        self._written = OwnWrites()
         self._last_outcome: tuple[int, str] | None = None
 
     def _changed(self, _obj: object) -> None:
@@ -152,22 +137,9 @@ class AutoscalerLoop:
     # -- one pass -------------------------------------------------------------------
 
     def current_jobs(self) -> list[dict[str, Any]]:
-        jobs = []
         listed = self.jobs()
-        # Jobs deleted before the watch showed our patch leave nothing behind.
-        uids = {(job.get("metadata") or {}).get("uid", "") for job in listed}
-        for gone in self._written.keys() - uids:
-            del self._written[gone]
-        for job in listed:
-            uid = (job.get("metadata") or {}).get("uid", "")
-            written = self._written.get(uid)
-            if written is not None:
-                if _version(job) >= _version(written):
-                    del self._written[uid]
-                else:
-                    job = written
-            jobs.append(job)
-        return jobs
+        self._written.keep_only((job.get("metadata") or {}).get("uid", "") for job in listed)
+        return [self._written.current(job) for job in listed]
 
     def run_once(self) -> Plan:
         started = time.monotonic()
@@ -185,7 +157,7 @@ class AutoscalerLoop:
         self.admission.closed = bool(result.kept)
         applied = [change for change in result.changes if self._apply(change)]
         duration = time.monotonic() - started
-        PASS_SECONDS.observe(duration)
+        AUTOSCALER_PASS_SECONDS.observe(duration)
         action = f"{len(applied)} change(s)" + (
             f", {len(result.unplaceable)} pending group(s) cannot fit" if result.unplaceable else ""
         )
@@ -223,8 +195,8 @@ class AutoscalerLoop:
             # Gone or replaced since we looked: the next pass sees the new world.
             log.info("autoscaler patch skipped", extra={"job": change.key, "error": str(err)})
             return False
-        self._written[change.uid] = updated
-        CHANGES.labels(_direction(change)).inc()
+        self._written.wrote(change.uid, updated)
+        AUTOSCALER_CHANGES.labels(_direction(change)).inc()
         log.info(
             "scaling trainers",
             extra={
@@ -240,10 +212,3 @@ def _direction(change: Change) -> str:
     if change.new == change.old:
         return "admitted"
     return "up" if change.new > change.old else "down"
-
-
-def _version(obj: dict[str, Any]) -> int:
-    try:
-        return int(obj["metadata"]["resourceVersion"])
-    except (KeyError, TypeError, ValueError):
-        return 0

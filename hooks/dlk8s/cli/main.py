@@ -1,5 +1,5 @@
 """The `dlk8s-operator` command: `run` the operator, `smoke`-test an install, or
-`convert` the seed operators' manifests."""
+`convert` the older operators' manifests."""
 
 from __future__ import annotations
 
@@ -11,19 +11,21 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import replace
-from typing import Final
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Final, Literal
 
-from dlk8s.autoscaler.loop import AutoscalerLoop
+from dlk8s.autoscaler.loop import DEFAULT_PERIOD, AutoscalerLoop
+from dlk8s.autoscaler.plan import DEFAULT_MAX_LOAD, DEFAULT_RESERVE_AFTER
 from dlk8s.cli import convert, smoke
 from dlk8s.job.config import Admission, load_config
 from dlk8s.job.kinds.paddlejob import PADDLEJOB
 from dlk8s.runtime import leader, logs, metrics
 from dlk8s.runtime.client import Kube, load_api_client
 from dlk8s.runtime.clock import seconds_left
-from dlk8s.runtime.controller import Controller
+from dlk8s.runtime.controller import API_PARALLELISM, WORKERS, Controller
 from dlk8s.runtime.health import Health
+from dlk8s.runtime.passes import STUCK_PASS_SECONDS
 
 log = logging.getLogger("dlk8s")
 # How long the autoscaler and the controller together get to stop on SIGTERM
@@ -60,6 +62,134 @@ def _common_flags() -> argparse.ArgumentParser:
     return common
 
 
+@dataclass(frozen=True)
+class RunFlag:
+    """One flag of `run`, whose default an environment variable sets (README.md lists them)."""
+
+    # The flag as given on the command line.
+    flag: str
+    # Its environment variable, without the DLK8S_ prefix.
+    env: str
+    # The default when that variable is unset, spelled as in the environment.
+    default: str
+    # What `--help` says of it.
+    help: str
+    # Reads the variable's value and the flag's argument alike.
+    parse: Callable[[str], object] = str
+    # "value": takes one argument; "switch": --x and --no-x; "optional": --x
+    # alone means true, or --x=true/false.
+    style: Literal["value", "switch", "optional"] = "value"
+
+    def add_to(self, parser: argparse.ArgumentParser) -> None:
+        default = self.parse(_env(self.env, self.default))
+        if self.style == "switch":
+            parser.add_argument(
+                self.flag, action=argparse.BooleanOptionalAction, default=default, help=self.help
+            )
+        elif self.style == "optional":
+            parser.add_argument(
+                self.flag, type=self.parse, nargs="?", const=True, default=default, help=self.help
+            )
+        else:
+            parser.add_argument(self.flag, type=self.parse, default=default, help=self.help)
+
+
+RUN_FLAGS: Final = (
+    RunFlag("--namespace", "NAMESPACE", "", "watch one namespace; all namespaces when empty"),
+    RunFlag(
+        "--config-file",
+        "CONFIG_FILE",
+        "/etc/dlk8s/config/controller_config_file.yaml",
+        "the controller config (GPU drivers, images) the chart renders",
+    ),
+    RunFlag(
+        "--workers",
+        "WORKERS",
+        str(WORKERS),
+        "jobs reconciled at once (one job is never on two workers)",
+        int,
+    ),
+    RunFlag(
+        "--api-parallelism",
+        "API_PARALLELISM",
+        str(API_PARALLELISM),
+        "API calls in flight at once (creates of one job go out in parallel)",
+        int,
+    ),
+    RunFlag(
+        "--leader-elect",
+        "LEADER_ELECT",
+        "false",
+        "act only while holding the leader Lease (alone, or =true/false)",
+        _truthy,
+        "optional",
+    ),
+    RunFlag(
+        "--leader-election-namespace",
+        "LEADER_ELECTION_NAMESPACE",
+        "default",
+        "namespace of the leader Lease",
+    ),
+    RunFlag(
+        "--leader-election-id",
+        "LEADER_ELECTION_ID",
+        "dlk8s-operator-leader",
+        "name of the leader Lease",
+    ),
+    RunFlag(
+        "--lease-duration",
+        "LEASE_DURATION",
+        "15",
+        "seconds a standby waits for a leader that stopped renewing (killed, not stopped)",
+        int,
+    ),
+    RunFlag(
+        "--autoscaler",
+        "AUTOSCALER",
+        "true",
+        "move elastic PaddleJobs' trainer counts with the cluster's free resources"
+        " (needs to read nodes and every pod)",
+        _truthy,
+        "switch",
+    ),
+    RunFlag(
+        "--autoscaler-max-load",
+        "AUTOSCALER_MAX_LOAD",
+        f"{DEFAULT_MAX_LOAD:g}",
+        "grow trainers only while requested CPU and memory stay under this share",
+        float,
+    ),
+    RunFlag(
+        "--autoscaler-period",
+        "AUTOSCALER_PERIOD",
+        f"{DEFAULT_PERIOD:g}",
+        "seconds between autoscaler passes when nothing changes",
+        float,
+    ),
+    RunFlag(
+        "--autoscaler-reserve-after",
+        "AUTOSCALER_RESERVE_AFTER",
+        f"{DEFAULT_RESERVE_AFTER:g}",
+        "seconds an elastic job that cannot be placed waits before a node is kept"
+        " for it (one more each further period, up to one per trainer it waits for)",
+        float,
+    ),
+    RunFlag(
+        "--stuck-pass-seconds",
+        "STUCK_PASS_SECONDS",
+        f"{STUCK_PASS_SECONDS:g}",
+        "/healthz fails once one pass of a job has run this long (a wedged worker)",
+        float,
+    ),
+    RunFlag(
+        "--metrics-addr",
+        "METRICS_ADDR",
+        "127.0.0.1:8080",
+        "host:port for /metrics, /healthz and /readyz; empty disables",
+    ),
+)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return build_parser().parse_args(argv)
 
@@ -77,89 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the operator", parents=[_common_flags()])
-    run.add_argument(
-        "--namespace",
-        default=_env("NAMESPACE"),
-        help="watch one namespace; all namespaces when empty",
-    )
-    run.add_argument(
-        "--config-file",
-        default=_env("CONFIG_FILE", "/etc/dlk8s/config/controller_config_file.yaml"),
-        help="the controller config (GPU drivers, images) the chart renders",
-    )
-    run.add_argument(
-        "--workers",
-        type=int,
-        default=int(_env("WORKERS", "8")),
-        help="jobs reconciled at once (one job is never on two workers)",
-    )
-    run.add_argument(
-        "--api-parallelism",
-        type=int,
-        default=int(_env("API_PARALLELISM", "32")),
-        help="API calls in flight at once (creates of one job go out in parallel)",
-    )
-    run.add_argument(
-        "--leader-elect",
-        type=_truthy,
-        nargs="?",
-        const=True,
-        default=_truthy(_env("LEADER_ELECT", "false")),
-        help="act only while holding the leader Lease (alone, or =true/false)",
-    )
-    run.add_argument(
-        "--leader-election-namespace",
-        default=_env("LEADER_ELECTION_NAMESPACE", "default"),
-        help="namespace of the leader Lease",
-    )
-    run.add_argument(
-        "--leader-election-id",
-        default=_env("LEADER_ELECTION_ID", "dlk8s-operator-leader"),
-        help="name of the leader Lease",
-    )
-    run.add_argument(
-        "--lease-duration",
-        type=int,
-        default=int(_env("LEASE_DURATION", "15")),
-        help="seconds a standby waits for a leader that stopped renewing (killed, not stopped)",
-    )
-    run.add_argument(
-        "--autoscaler",
-        action=argparse.BooleanOptionalAction,
-        default=_truthy(_env("AUTOSCALER", "true")),
-        help="move elastic PaddleJobs' trainer counts with the cluster's free resources"
-        " (needs to read nodes and every pod)",
-    )
-    run.add_argument(
-        "--autoscaler-max-load",
-        type=float,
-        default=float(_env("AUTOSCALER_MAX_LOAD", "0.97")),
-        help="grow trainers only while requested CPU and memory stay under this share",
-    )
-    run.add_argument(
-        "--autoscaler-period",
-        type=float,
-        default=float(_env("AUTOSCALER_PERIOD", "5")),
-        help="seconds between autoscaler passes when nothing changes",
-    )
-    run.add_argument(
-        "--autoscaler-reserve-after",
-        type=float,
-        default=float(_env("AUTOSCALER_RESERVE_AFTER", "600")),
-        help="seconds an elastic job that cannot be placed waits before a node is kept"
-        " for it (one more each further period, up to one per trainer it waits for)",
-    )
-    run.add_argument(
-        "--stuck-pass-seconds",
-        type=float,
-        default=float(_env("STUCK_PASS_SECONDS", "300")),
-        help="/healthz fails once one pass of a job has run this long (a wedged worker)",
-    )
-    run.add_argument(
-        "--metrics-addr",
-        default=_env("METRICS_ADDR", "127.0.0.1:8080"),
-        help="host:port for /metrics, /healthz and /readyz; empty disables",
-    )
+    for flag in RUN_FLAGS:
+        flag.add_to(run)
 
     check = sub.add_parser(
         "smoke", help="submit a tiny TFJob and wait for it to succeed", parents=[_common_flags()]
@@ -175,8 +224,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run(args: argparse.Namespace) -> int:
-    kube = Kube(load_api_client(args.kubeconfig, pool_size=args.api_parallelism + 8))
+def _controller_and_autoscaler(
+    kube: Kube, args: argparse.Namespace
+) -> tuple[Controller, AutoscalerLoop | None]:
+    """The controller, and the autoscaler unless it is turned off."""
     admission = Admission() if args.autoscaler else None
     controller = Controller.watching(
         kube,
@@ -198,6 +249,12 @@ def run(args: argparse.Namespace) -> int:
         if args.autoscaler
         else None
     )
+    return controller, autoscaler
+
+
+def run(args: argparse.Namespace) -> int:
+    kube = Kube(load_api_client(args.kubeconfig, pool_size=args.api_parallelism + 8))
+    controller, autoscaler = _controller_and_autoscaler(kube, args)
     stop = _stop_on_signals()
 
     def start() -> None:
@@ -224,6 +281,16 @@ def run(args: argparse.Namespace) -> int:
         start()
 
     stop.wait()
+    _stop_work(controller, autoscaler, election)
+    if server:
+        server.stop()
+    log.info("stopped")
+    return 1 if election is not None and election.lost else 0
+
+
+def _stop_work(
+    controller: Controller, autoscaler: AutoscalerLoop | None, election: leader.Election | None
+) -> None:
     # The work stops before the lease is handed over: never two writers. One
     # deadline for all of it, so that the lease is handed back well before
     # the kubelet's SIGKILL (30 s) leaves it to expire.
@@ -233,10 +300,6 @@ def run(args: argparse.Namespace) -> int:
     controller.stop(seconds_left(deadline))
     if election is not None:
         election.release()
-    if server:
-        server.stop()
-    log.info("stopped")
-    return 1 if election is not None and election.lost else 0
 
 
 def _stop_on_signals() -> threading.Event:

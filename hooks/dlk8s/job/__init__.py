@@ -5,4 +5,12 @@ itself. Never ``dlk8s.runtime``, ``dlk8s.autoscaler``, ``dlk8s.cli``, the
 Kubernetes client, threads or the clock: callers pass ``now``. That is what
 makes ``reconcile`` a function of (job, observed children, config, now)
 that a unit test can drive with dicts, and what mypy checks strictly.
+
+Inside, lowest first (kept by tests/unit/project/test_layers.py): the words
+(``names``, ``naming``, ``config``) -> ``objects`` (raw objects read
+leniently) -> ``actions``, ``conditions``, ``policy``, ``computeresources``,
+``kept`` -> ``failurepolicy`` (podFailurePolicy's rules) -> ``kind`` (what
+a kind is; the one view of a job) and
+``validation`` -> ``children`` -> ``env`` -> ``accelerators`` -> ``kinds/``
+-> ``reconcile/`` and ``urgency``.
 """

@@ -22,10 +22,10 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator, Mapping
 
-from dlk8s.job.api import Obj, as_dict, as_list, as_str
+from dlk8s.job.computeresources import parse_quantity
 from dlk8s.job.config import Accelerator, AcceleratorVolume
 from dlk8s.job.env import add_env_defaults
-from dlk8s.job.resources import parse_quantity
+from dlk8s.job.objects import Obj, as_dict, as_list, as_str
 
 # Kubernetes volume names are DNS labels.
 _MAX_NAME = 63

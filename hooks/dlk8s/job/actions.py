@@ -1,19 +1,25 @@
-"""What reconcile asks the I/O side to do, as plain data."""
+"""What reconcile asks the I/O side to do, as plain data.
+
+A create or a delete carries the event that tells the user of it, posted
+only once it succeeded (create_actions, delete_actions).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from dlk8s.job.names import EventType, Reason
+from dlk8s.job.objects import Obj, as_dict, as_str
 
 
 @dataclass(frozen=True)
 class Event:
     """A Kubernetes Event; `involved` None means the job."""
 
-    type: str  # dlk8s.job.api.EventType
+    type: str  # dlk8s.job.names.EventType
     reason: str
     message: str
-    involved: dict[str, Any] | None = None
+    involved: Obj | None = None
 
 
 @dataclass(frozen=True)
@@ -25,7 +31,7 @@ class Create:
     every predecessor complained about.
     """
 
-    obj: dict[str, Any]
+    obj: Obj
     event: Event | None = None
 
 
@@ -51,7 +57,7 @@ class Patch:
     kind: str
     namespace: str
     name: str
-    patch: dict[str, Any]
+    patch: Obj
 
 
 @dataclass(frozen=True)
@@ -62,27 +68,13 @@ class DeleteJob:
 Action = Create | Delete | Patch | DeleteJob | Event
 
 
-def events_of(actions: list[Action]) -> list[Event]:
-    """Every event of a pass, those posted only after their change included."""
-    found: list[Event] = []
-    for action in actions:
-        if isinstance(action, Event):
-            found.append(action)
-        elif isinstance(action, (Create, Delete)) and action.event is not None:
-            found.append(action.event)
-    return found
-
-
-def delete_of(
-    obj: dict[str, Any], api_version: str, kind: str, event: Event | None = None
-) -> Delete:
+def delete_of(obj: Obj, api_version: str, kind: str, event: Event | None = None) -> Delete:
     """The Delete of an object we observed, guarded by its uid, and the event
     to post once it is deleted.
 
     apiVersion and kind are passed in: items of a list response lack them.
     """
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
+    meta = as_dict(obj.get("metadata"))
     uid = meta.get("uid")
     return Delete(
         api_version=api_version,
@@ -92,6 +84,18 @@ def delete_of(
         uid=uid if isinstance(uid, str) else None,
         event=event,
     )
+
+
+def create_actions(obj: Obj) -> list[Action]:
+    """The create and the event that tells of it, posted only if it succeeds."""
+    what = f"{obj['kind'].lower()} {obj['metadata']['name']}"
+    return [Create(obj, Event(EventType.NORMAL, Reason.CREATE, f"Created {what}"))]
+
+
+def delete_actions(obj: Obj, api_kind: tuple[str, str], why: str) -> list[Action]:
+    name = as_str(as_dict(obj.get("metadata")).get("name"))
+    message = f"Deleted {api_kind[1].lower()} {name}: {why}"
+    return [delete_of(obj, *api_kind, Event(EventType.NORMAL, Reason.DELETE, message))]
 
 
 # An Event's message is cut at this length (event_manifest), so a merged one
@@ -132,7 +136,6 @@ def merge_events(events: list[Event], limit: int = MAX_EVENT_MESSAGE) -> list[Ev
     return merged
 
 
-def _identity(obj: dict[str, Any]) -> tuple[object, ...]:
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
+def _identity(obj: Obj) -> tuple[object, ...]:
+    meta = as_dict(obj.get("metadata"))
     return (obj.get("kind"), meta.get("namespace"), meta.get("name"), meta.get("uid"))

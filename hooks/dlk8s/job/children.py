@@ -1,9 +1,9 @@
-"""Manifests of a job's children, and how to recognise existing ones.
+"""Manifests of a job's children.
 
 Every child carries the job's labels and a controller ownerReference with
 blockOwnerDeletion, so the garbage collector removes it with the job and the
-I/O side can group it by the owner's uid. A child whose ownerReference names
-another uid is never ours, whatever its labels say.
+I/O side can group it by the owner's uid (objects.controlled_by); its
+labels give its role and index back (objects.replica_key).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Final
 
-from dlk8s.job.api import (
+from dlk8s.job.kind import JobContext, Slot
+from dlk8s.job.names import (
     ANNOTATION_RESTART_COUNT,
     API_VERSION,
     LABEL_JOB_KIND,
@@ -19,14 +20,9 @@ from dlk8s.job.api import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
     LABEL_RUNTIME_ID,
-    JobContext,
-    Obj,
-    Slot,
-    as_dict,
-    as_list,
-    dig,
 )
 from dlk8s.job.naming import label_value
+from dlk8s.job.objects import Obj, ObjectMeta, OwnerReference, as_dict, as_list
 
 # (apiVersion, kind) of each child type.
 POD: Final = ("v1", "Pod")
@@ -57,21 +53,14 @@ def restricted_security_context(user: int = NOBODY) -> Obj:
     }
 
 
-def owner_reference(ctx: JobContext) -> Obj:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": ctx.kind.name,
-        "name": ctx.name,
-        "uid": ctx.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def controlled_by(obj: object, uid: str) -> bool:
-    return any(
-        isinstance(ref, dict) and ref.get("controller") is True and ref.get("uid") == uid
-        for ref in as_list(dig(obj, "metadata", "ownerReferences"))
+def owner_reference(ctx: JobContext) -> OwnerReference:
+    return OwnerReference(
+        apiVersion=API_VERSION,
+        kind=ctx.kind.name,
+        name=ctx.job.name,
+        uid=ctx.job.uid,
+        controller=True,
+        blockOwnerDeletion=True,
     )
 
 
@@ -79,9 +68,9 @@ def job_labels(ctx: JobContext) -> dict[str, str]:
     labels = ctx.remember(
         "job_labels",
         lambda: {
-            LABEL_JOB_NAME: label_value(ctx.name),
+            LABEL_JOB_NAME: label_value(ctx.job.name),
             LABEL_JOB_KIND: ctx.kind.name.lower(),
-            LABEL_RUNTIME_ID: ctx.runtime_id,
+            LABEL_RUNTIME_ID: ctx.job.runtime_id,
         },
     )
     return dict(labels)
@@ -115,12 +104,12 @@ def manifest(
     body: Obj,
     annotations: dict[str, str] | None = None,
 ) -> Obj:
-    metadata: Obj = {
-        "name": name,
-        "namespace": ctx.namespace,
-        "labels": labels,
-        "ownerReferences": [owner_reference(ctx)],
-    }
+    metadata = ObjectMeta(
+        name=name,
+        namespace=ctx.job.namespace,
+        labels=labels,
+        ownerReferences=[owner_reference(ctx)],
+    )
     if annotations:
         metadata["annotations"] = annotations
     return {"apiVersion": api_kind[0], "kind": api_kind[1], "metadata": metadata, **body}
@@ -180,7 +169,7 @@ def service_host(ctx: JobContext, slot: Slot) -> str:
 
 def service_dns(ctx: JobContext, service: str) -> str:
     """The DNS name of one of the job's Services, in the job's namespace."""
-    return f"{service}.{ctx.namespace}.svc"
+    return f"{service}.{ctx.job.namespace}.svc"
 
 
 def service_address(ctx: JobContext, slot: Slot) -> str:
@@ -201,25 +190,3 @@ def containers_named(pod_spec: Obj, name: str) -> list[Obj]:
         for c in as_list(pod_spec.get("containers"))
         if isinstance(c, dict) and c.get("name") == name
     ]
-
-
-def name_of(obj: object) -> str:
-    name = dig(obj, "metadata", "name")
-    return name if isinstance(name, str) else ""
-
-
-def is_terminating(obj: object) -> bool:
-    return dig(obj, "metadata", "deletionTimestamp") is not None
-
-
-def replica_key(obj: object) -> tuple[str, int] | None:
-    """(lower-case role, index) from a child's labels, or None."""
-    labels = as_dict(dig(obj, "metadata", "labels"))
-    role, index = labels.get(LABEL_REPLICA_TYPE), labels.get(LABEL_REPLICA_INDEX)
-    if (
-        not isinstance(role, str)
-        or not isinstance(index, str)
-        or not (index.isascii() and index.isdigit())
-    ):
-        return None
-    return role, int(index)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
-from dlk8s.job.api import JobContext, Obj, Slot, as_list
 from dlk8s.job.children import cluster_spec
+from dlk8s.job.kind import JobContext, Slot
+from dlk8s.job.objects import Obj, as_list
 
 
 def set_env(container: Obj, values: Mapping[str, str]) -> None:

@@ -9,59 +9,87 @@ memory per thousand jobs), so the caches keep only what is read:
 - of a child, what reconcile, the kinds and the executor read of a child
   they did not build: its identity, labels, annotations, owners, deletion,
   and of a pod its scheduling gates (a PaddleJob trainer's admission), its
-  phase, failure reason and the end of each container. A
-  new read of any other field must be added here: tests/unit/test_kept.py
-  runs reconcile on whole and on kept children alike.
+  phase, failure reason, the end of each container and the conditions
+  podFailurePolicy reads (DisruptionTarget always, the others once the pod
+  has failed or a container has ended: a rule reads them only then): the
+  fields of objects.Child, which this module keeps and nothing else. A new read of
+  any other field must be added there: tests/unit/job/test_kept.py runs
+  reconcile on whole and on kept children alike.
 - of a job, everything but managedFields: the spec is validated on every
   pass, and a status write that leaves managedFields out keeps the server's.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Iterable
+from typing import Final, cast
 
-from dlk8s.job.api import Obj, as_dict, dig
-
-_CHILD_METADATA: Final = (
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "deletionTimestamp",
+from dlk8s.job.names import DISRUPTION_TARGET
+from dlk8s.job.objects import (
+    Child,
+    ChildSpec,
+    ContainerStatus,
+    Obj,
+    ObjectMeta,
+    PodCondition,
+    PodStatus,
+    as_dict,
+    as_list,
+    dig,
 )
-_POD_STATUS: Final = ("phase", "reason", "message")
+
+# The fields kept are those the types declare.
+_CHILD_METADATA: Final = tuple(ObjectMeta.__annotations__)
+_POD_LISTS: Final = ("containerStatuses", "conditions")
+_POD_STATUS: Final = tuple(k for k in PodStatus.__annotations__ if k not in _POD_LISTS)
+_CONDITION: Final = tuple(PodCondition.__annotations__)
 
 
-def kept_child(obj: Obj) -> Obj:
-    meta = as_dict(obj.get("metadata"))
-    kept: Obj = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
-    kept["metadata"] = {k: meta[k] for k in _CHILD_METADATA if k in meta}
+def kept_child(obj: Obj) -> Child:
+    kept = cast(Child, _pick(obj, ("apiVersion", "kind")))
+    kept["metadata"] = cast(ObjectMeta, _pick(as_dict(obj.get("metadata")), _CHILD_METADATA))
     gates = dig(obj, "spec", "schedulingGates")
     if gates:
-        kept["spec"] = {"schedulingGates": gates}
+        kept["spec"] = ChildSpec(schedulingGates=gates)
     status = obj.get("status")
     if isinstance(status, dict):  # only a pod's has anything read
         kept["status"] = _pod_status(status)
     return kept
 
 
-def _pod_status(status: Obj) -> Obj:
-    kept: Obj = {k: status[k] for k in _POD_STATUS if k in status}
+def _pod_status(status: Obj) -> PodStatus:
+    kept = cast(PodStatus, _pick(status, _POD_STATUS))
     containers = status.get("containerStatuses")
     if isinstance(containers, list):
         kept["containerStatuses"] = [_container(c) for c in containers if isinstance(c, dict)]
+    conditions = _conditions(status, kept.get("containerStatuses", []))
+    if conditions:
+        kept["conditions"] = conditions
     return kept
 
 
-def _container(status: Obj) -> Obj:
-    kept: Obj = {k: status[k] for k in ("name",) if k in status}
+def _conditions(status: Obj, containers: list[ContainerStatus]) -> list[PodCondition]:
+    """DisruptionTarget, and every condition of a pod that has failed or
+    whose container has ended; without their times. A running pod's
+    Ready and the like are most of a condition list and read by nothing."""
+    ended = status.get("phase") == "Failed" or any("state" in c for c in containers)
+    return [
+        cast(PodCondition, _pick(c, _CONDITION))
+        for c in as_list(status.get("conditions"))
+        if isinstance(c, dict) and (ended or c.get("type") == DISRUPTION_TARGET)
+    ]
+
+
+def _container(status: Obj) -> ContainerStatus:
+    kept = cast(ContainerStatus, _pick(status, ("name",)))
     terminated = dig(status, "state", "terminated")
     if isinstance(terminated, dict):
         kept["state"] = {"terminated": terminated}
     return kept
+
+
+def _pick(obj: Obj, keys: Iterable[str]) -> Obj:
+    return {k: obj[k] for k in keys if k in obj}
 
 
 def kept_job(job: Obj) -> Obj:

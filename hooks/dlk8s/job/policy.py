@@ -4,8 +4,9 @@
   success; under restartPolicy ExitCode 1-127 is permanent and 128-255, or a
   pod that failed without an exit code such as an eviction, is retryable).
 - What to do about it (decide): finish the job, restart the replica by
-  recreating its pod, or leave it.
-- How replicas and the job report it: replicaStatuses and conditions.
+  recreating its pod, or leave it. A failure is judged by podFailurePolicy
+  (failurepolicy), whose default rules ask decide for the exit-code classes.
+- How replicas report it: replicaStatuses (the conditions are conditions.py's).
 """
 
 from __future__ import annotations
@@ -15,14 +16,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from dlk8s.job.api import (
-    CONDITION_ORDER,
+from dlk8s.job.names import RestartPolicy
+from dlk8s.job.objects import (
     Obj,
-    RestartPolicy,
+    ReplicaStatus,
     as_dict,
     as_int,
     as_list,
     dig,
+    is_int,
+    is_text,
     parse_time,
 )
 
@@ -71,11 +74,13 @@ class PodOutcome:
 
 
 def pod_outcome(pod: Obj, container: str) -> PodOutcome:
-    phase = dig(pod, "status", "phase")
-    terminated = _terminated(pod, container)
-    if terminated is not None:
+    status = as_dict(pod.get("status"))
+    statuses = as_list(status.get("containerStatuses"))
+    main = next((s for s in statuses if isinstance(s, dict) and s.get("name") == container), None)
+    terminated = dig(main, "state", "terminated")
+    if isinstance(terminated, dict):
         code = terminated.get("exitCode")
-        code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        code = code if is_int(code) else None
         finished_at = parse_time(terminated.get("finishedAt"))
         detail = f"container {container} exited with code {code}"
         # The main container decides, even while a sidecar keeps the pod up
@@ -83,8 +88,12 @@ def pod_outcome(pod: Obj, container: str) -> PodOutcome:
         if code == 0:
             return PodOutcome(SUCCEEDED, 0, finished_at, detail)
         return PodOutcome(FAILED, code, finished_at, detail)
+    phase = status.get("phase")
     if phase == FAILED:
-        return PodOutcome(FAILED, None, None, _pod_failure(pod))
+        # Failed without an exit code: evicted, or stopped from outside.
+        words = [w for w in (status.get("reason"), status.get("message")) if is_text(w)]
+        detail = "pod failed" + (": " + " ".join(words) if words else " without an exit code")
+        return PodOutcome(FAILED, None, None, detail)
     if phase in _POD_PHASES:
         return PodOutcome(phase, detail=f"pod {phase.lower()}")
     return PodOutcome(PENDING, detail="pod pending")
@@ -101,26 +110,14 @@ def has_stopped(pod: Obj) -> bool:
     return bool(statuses) and all(isinstance(dig(s, "state", "terminated"), dict) for s in statuses)
 
 
-def _terminated(pod: Obj, container: str) -> Obj | None:
-    for status in as_list(dig(pod, "status", "containerStatuses")):
-        if isinstance(status, dict) and status.get("name") == container:
-            terminated = dig(status, "state", "terminated")
-            return terminated if isinstance(terminated, dict) else None
-    return None
-
-
-def _pod_failure(pod: Obj) -> str:
-    reason = dig(pod, "status", "reason")
-    message = dig(pod, "status", "message")
-    words = [w for w in (reason, message) if isinstance(w, str) and w]
-    return "pod failed" + (": " + " ".join(words) if words else " without an exit code")
-
-
 class Decision:
     NONE: Final = "None"  # still pending or running
     SUCCEED_JOB: Final = "SucceedJob"
     FAIL_JOB: Final = "FailJob"
-    RESTART: Final = "Restart"
+    RESTART: Final = "Restart"  # recreate the pod, counting a restart
+    # Recreate the pod without counting a restart: a disruption, or a
+    # failure an Ignore rule of podFailurePolicy forgives (failurepolicy).
+    REPLACE: Final = "Replace"
     LEAVE: Final = "Leave"
 
 
@@ -172,81 +169,19 @@ def replica_state(counts: dict[str, int], replicas: int) -> str:
     return UNKNOWN
 
 
-def replica_status(role: str, replicas: int, outcomes: Iterable[PodOutcome]) -> Obj:
+def replica_status(role: str, replicas: int, outcomes: Iterable[PodOutcome]) -> ReplicaStatus:
     counts = phase_counts(outcomes)
-    return {"replicaType": role, "state": replica_state(counts, replicas), "replicasStates": counts}
-
-
-def pod_total(replica_statuses: object, role: str) -> int:
-    """How many pods of `role` a previously written status counted."""
-    for entry in as_list(replica_statuses):
-        if isinstance(entry, dict) and entry.get("replicaType") == role:
-            return sum(max(0, as_int(n, 0)) for n in as_dict(entry.get("replicasStates")).values())
-    return 0
-
-
-# --- conditions --------------------------------------------------------------
-
-
-def clean_conditions(value: object) -> list[Obj]:
-    """Conditions of a previous status that are usable, one per type."""
-    seen: dict[str, Obj] = {}
-    for item in as_list(value):
-        if (
-            isinstance(item, dict)
-            and isinstance(item.get("type"), str)
-            and item["type"] not in seen
-        ):
-            seen[item["type"]] = dict(item)
-    return _ordered(list(seen.values()))
-
-
-def is_true(conditions: list[Obj], type_: str) -> bool:
-    return any(c.get("type") == type_ and c.get("status") == "True" for c in conditions)
-
-
-def has_condition(conditions: list[Obj], type_: str) -> bool:
-    return any(c.get("type") == type_ for c in conditions)
-
-
-def set_condition(
-    conditions: list[Obj], type_: str, status: bool, reason: str, message: str, now: str
-) -> list[Obj]:
-    """The list with `type_` set; times move only when something changed, and
-    lastTransitionTime only when the status flips, so an unchanged job keeps
-    an identical list (and no status write)."""
-    value = "True" if status else "False"
-    old = next((c for c in conditions if c.get("type") == type_), None)
-    if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (
-        value,
-        reason,
-        message,
-    ):
-        return conditions
-    transition = (
-        now if old is None or old.get("status") != value else old.get("lastTransitionTime", now)
+    return ReplicaStatus(
+        replicaType=role, state=replica_state(counts, replicas), replicasStates=counts
     )
-    new = {
-        "type": type_,
-        "status": value,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": transition,
-        "lastUpdateTime": now,
-    }
-    return _ordered([c for c in conditions if c.get("type") != type_] + [new])
 
 
-def clear_condition(
-    conditions: list[Obj], type_: str, reason: str, message: str, now: str
-) -> list[Obj]:
-    """Set `type_` to False, but only if it was ever set: a job that never
-    restarted shows no Restarting condition at all."""
-    if not has_condition(conditions, type_):
-        return conditions
-    return set_condition(conditions, type_, False, reason, message, now)
-
-
-def _ordered(conditions: list[Obj]) -> list[Obj]:
-    rank = {type_: i for i, type_ in enumerate(CONDITION_ORDER)}
-    return sorted(conditions, key=lambda c: rank.get(c["type"], len(rank)))
+def counted_pods(replica_statuses: object) -> dict[str, int]:
+    """How many pods of each role a previously written status counted."""
+    counted: dict[str, int] = {}
+    for entry in as_list(replica_statuses):
+        role = as_dict(entry).get("replicaType")
+        if isinstance(role, str) and role not in counted:
+            states = as_dict(entry.get("replicasStates")).values()
+            counted[role] = sum(max(0, as_int(n, 0)) for n in states)
+    return counted

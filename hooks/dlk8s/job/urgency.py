@@ -8,7 +8,7 @@ latency/results.md). A pass run for nothing costs a reconcile and no write; a
 change wrongly batched costs latency, never correctness, as the batched
 pass follows anyway.
 
-What changes a job's phase or state (reconcile.status, reconcile.active):
+What changes a job's phase or state (reconcile.active, reconcile.finished):
 - a child deleted or being deleted (a lost pod is recreated and counted as
   a restart; the cleanup of a finished job ends);
 - a pod that fails (a restart, or the job's failure);
@@ -23,9 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from dlk8s.job.api import Obj
-from dlk8s.job.children import is_terminating, replica_key
 from dlk8s.job.kinds import lookup
+from dlk8s.job.objects import Obj, is_terminating, replica_key
 from dlk8s.job.policy import FAILED, RUNNING, SUCCEEDED, pod_outcome
 
 UP = (RUNNING, SUCCEEDED)

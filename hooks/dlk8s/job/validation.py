@@ -9,24 +9,14 @@ any problem is failed with reason InvalidSpec rather than half-built.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dlk8s.job.api import (
-    MAX_REPLICAS,
-    CleanPodPolicy,
-    Obj,
-    RestartPolicy,
-    as_int,
-    as_list,
-    dig,
-    is_int,
-    is_string_map,
-    is_text,
-    role_of,
-    show,
-)
-from dlk8s.job.resources import is_quantity
+from dlk8s.job.computeresources import is_quantity
+from dlk8s.job.failurepolicy import rules_problems
+from dlk8s.job.names import MAX_REPLICAS, CleanPodPolicy, RestartPolicy, SuccessPolicy
+from dlk8s.job.objects import Obj, as_int, as_list, dig, is_int, is_string_map, is_text, show
 
 _CONTAINER_LISTS = ("containers", "initContainers")
 
@@ -42,13 +32,35 @@ def metadata_problems(job: Obj) -> list[str]:
     ]
 
 
-def run_policy_problems(job: Obj) -> list[str]:
-    policy = dig(job, "spec", "runPolicy")
-    if policy is None:
+def optional_object(path: str, value: object, check: Callable[[str, Obj], list[str]]) -> list[str]:
+    """An optional object at `path`: nothing when it is absent, one problem
+    when it is not an object, else what `check(path, value)` finds in it."""
+    if value is None:
         return []
-    if not isinstance(policy, dict):
-        return ["spec.runPolicy: must be an object"]
-    path = "spec.runPolicy"
+    if not isinstance(value, dict):
+        return [f"{path}: must be an object"]
+    return check(path, value)
+
+
+def run_policy_problems(job: Obj, roles: tuple[str, ...] = ()) -> list[str]:
+    """spec.runPolicy's problems, for a kind of these roles (its
+    podFailurePolicy may name only those; without roles, any)."""
+
+    def check(path: str, policy: Obj) -> list[str]:
+        problems = _run_policy_problems(path, policy)
+        success = policy.get("successPolicy")
+        problems += one_of(f"{path}.successPolicy", success, SuccessPolicy.ALLOWED)
+        if roles and success == SuccessPolicy.ALL_WORKERS and "WORKER" not in roles:
+            problems.append(
+                f"{path}.successPolicy: AllWorkers needs a WORKER role; this kind has none"
+            )
+        failures = policy.get("podFailurePolicy")
+        return problems + rules_problems(f"{path}.podFailurePolicy", failures, roles or None)
+
+    return optional_object("spec.runPolicy", dig(job, "spec", "runPolicy"), check)
+
+
+def _run_policy_problems(path: str, policy: Obj) -> list[str]:
     problems = one_of(
         f"{path}.cleanPodPolicy", policy.get("cleanPodPolicy"), CleanPodPolicy.ALLOWED
     )
@@ -95,7 +107,9 @@ class ReplicaRules:
         return self.port[0]
 
     def role(self, entry: Obj) -> Any:
-        return role_of(entry, self.role_field, self.default_role)
+        """An entry's role, or the default when it names none (as the CRD defaults it)."""
+        role = entry.get(self.role_field)
+        return self.default_role if role is None else role
 
 
 def replica_specs_problems(job: Obj, rules: ReplicaRules) -> list[str]:
@@ -135,7 +149,9 @@ def _template_problems(
         return []
     if not isinstance(template, dict):
         return [f"{path}: must be an object"]
-    problems = _template_metadata_problems(f"{path}.metadata", template.get("metadata"))
+    problems = optional_object(
+        f"{path}.metadata", template.get("metadata"), template_metadata_problems
+    )
     spec = template.get("spec")
     if not isinstance(spec, dict):
         return [*problems, f"{path}.spec: must be an object"]
@@ -146,11 +162,7 @@ def _template_problems(
     return problems
 
 
-def _template_metadata_problems(path: str, meta: object) -> list[str]:
-    if meta is None:
-        return []
-    if not isinstance(meta, dict):
-        return [f"{path}: must be an object"]
+def template_metadata_problems(path: str, meta: Obj) -> list[str]:
     return [
         f"{path}.{key}: must map strings to strings"
         for key in ("labels", "annotations")
@@ -164,6 +176,13 @@ def pod_spec_problems(path: str, spec: Obj) -> list[str]:
     containers = spec.get("containers")
     if not isinstance(containers, list) or not containers:
         problems.append(f"{path}.containers: must be a non-empty list")
+    problems += container_lists_problems(path, spec)
+    return problems + objects_with_names_problems(f"{path}.volumes", spec.get("volumes"))
+
+
+def container_lists_problems(path: str, spec: Obj) -> list[str]:
+    """containers and initContainers: lists of containers with unique names."""
+    problems: list[str] = []
     seen: set[str] = set()
     for key in _CONTAINER_LISTS:
         items = spec.get(key)
@@ -172,7 +191,7 @@ def pod_spec_problems(path: str, spec: Obj) -> list[str]:
             continue
         for index, container in enumerate(as_list(items)):
             problems += container_problems(f"{path}.{key}[{index}]", container, seen)
-    return problems + objects_with_names_problems(f"{path}.volumes", spec.get("volumes"))
+    return problems
 
 
 def container_problems(path: str, container: object, seen: set[str]) -> list[str]:
@@ -216,10 +235,10 @@ def volume_mounts_problems(path: str, mounts: object) -> list[str]:
 def resources_problems(path: str, resources: object) -> list[str]:
     """Requests and limits: objects whose values are quantities (the
     autoscaler and the default containers read them)."""
-    if resources is None:
-        return []
-    if not isinstance(resources, dict):
-        return [f"{path}: must be an object"]
+    return optional_object(path, resources, _quantities_problems)
+
+
+def _quantities_problems(path: str, resources: Obj) -> list[str]:
     problems = []
     for key in ("limits", "requests"):
         items = resources.get(key)

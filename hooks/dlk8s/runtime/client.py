@@ -10,29 +10,56 @@ operator's largest costs (bench/results: the profile of scenario 1).
 
 A failed request raises the type of its failure (``runtime.errors``); the
 informers (``runtime.informer``) list and watch through ``list_objects`` and
-``watch`` here, so no private part of the client is touched.
+``watch`` here, so no private part of the client is touched. This is the
+lowest module of the runtime but for ``errors``, ``apiresources`` and
+``metrics``: it imports no other.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 import urllib3
 from kubernetes import client, config
 
+from dlk8s.job.objects import Obj
 from dlk8s.runtime import metrics
+from dlk8s.runtime.apiresources import Resource, resource_for
 from dlk8s.runtime.errors import TransportError, api_error
-from dlk8s.runtime.informer import Informer, Listing, Selectors
-from dlk8s.runtime.resources import Resource, resource_for
 
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+# Creates and updates fail on a field the API server does not know (see create).
+STRICT = (("fieldValidation", "Strict"),)
+
+
+@dataclass(frozen=True)
+class Selectors:
+    label: str | None = None  # only objects with these labels
+    field: str | None = None  # e.g. pods that have not terminated
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one list or watch asks for (an informer asks for the same in both)."""
+
+    resource: Resource  # the objects' kind, and the path to them
+    namespace: str | None = None  # None: every namespace
+    selectors: Selectors = field(default_factory=Selectors)  # only the objects these select
+
+
+@dataclass(frozen=True)
+class Listing:
+    items: list[Obj]
+    resource_version: str  # where a watch that follows this list starts
+    continue_token: str = ""  # set when more pages follow: ask for the next with it
 
 
 def load_api_client(kubeconfig: str | None = None, pool_size: int = 64) -> client.ApiClient:
@@ -114,60 +141,30 @@ class Kube:
             return raw
         return _decode(raw.data)
 
-    # -- list and watch ---------------------------------------------------------
+    # -- list and watch (what runtime.informer builds on) -----------------------
 
-    def informer(
-        self,
-        resource: Resource,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        transform: Callable[[dict[str, Any]], Any] | None = None,
-        handlers_get_kept: bool = False,
-    ) -> Informer:
-        """An informer of `resource` (see runtime.informer), not started."""
-        selectors = Selectors(label_selector, field_selector)
-        return Informer(
-            self, resource, namespace, selectors, transform, handlers_get_kept=handlers_get_kept
-        )
-
-    def list_objects(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        selectors: Selectors,
-        limit: int = 0,
-        continue_token: str = "",
-    ) -> Listing:
+    def list_objects(self, scope: Scope, limit: int = 0, continue_token: str = "") -> Listing:
         query = [
-            ("labelSelector", selectors.label),
-            ("fieldSelector", selectors.field),
+            *_selecting(scope.selectors),
             ("limit", limit or None),
             ("continue", continue_token or None),
         ]
+        res = scope.resource
         body = self.request(
             "GET",
-            resource.path(namespace),
+            res.path(scope.namespace),
             query=query,
             timeout=120,
-            resource=resource.plural,
+            resource=res.plural,
             verb="LIST",
         )
         meta = body.get("metadata") or {}
         version = meta.get("resourceVersion") or ""
         return Listing(body.get("items") or [], str(version), str(meta.get("continue") or ""))
 
-    def watch(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        selectors: Selectors,
-        resource_version: str,
-        timeout_seconds: int,
-    ) -> WatchStream:
+    def watch(self, scope: Scope, resource_version: str, timeout_seconds: int) -> WatchStream:
         query = [
-            ("labelSelector", selectors.label),
-            ("fieldSelector", selectors.field),
+            *_selecting(scope.selectors),
             ("resourceVersion", resource_version),
             ("watch", "true"),
             ("allowWatchBookmarks", "true"),
@@ -177,11 +174,11 @@ class Kube:
         # well past that (bookmarks come every minute) means a dead connection.
         response = self.request(
             "GET",
-            resource.path(namespace),
+            scope.resource.path(scope.namespace),
             query=query,
             stream=True,
             timeout=(10, timeout_seconds + 60),
-            resource=resource.plural,
+            resource=scope.resource.plural,
         )
         return WatchStream(response)
 
@@ -197,27 +194,13 @@ class Kube:
         """
         res = resource_for(obj["apiVersion"], obj["kind"])
         namespace = obj.get("metadata", {}).get("namespace")
-        created: dict[str, Any] = self.request(
-            "POST",
-            res.path(namespace),
-            query=[("fieldValidation", "Strict")],
-            body=obj,
-            resource=res.plural,
-        )
-        return created
+        return self._object("POST", res.path(namespace), res.plural, query=STRICT, body=obj)
 
     def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
         """PUT the whole object; a stale resourceVersion fails with ConflictError."""
         res = resource_for(obj["apiVersion"], obj["kind"])
-        meta = obj["metadata"]
-        replaced: dict[str, Any] = self.request(
-            "PUT",
-            res.path(meta.get("namespace"), meta["name"]),
-            query=[("fieldValidation", "Strict")],
-            body=obj,
-            resource=res.plural,
-        )
-        return replaced
+        path = res.path(obj["metadata"].get("namespace"), obj["metadata"]["name"])
+        return self._object("PUT", path, res.plural, query=STRICT, body=obj)
 
     def delete(
         self,
@@ -243,35 +226,27 @@ class Kube:
         self, api_version: str, kind: str, namespace: str | None, name: str, patch: dict[str, Any]
     ) -> dict[str, Any]:
         res = resource_for(api_version, kind)
-        patched: dict[str, Any] = self.request(
-            "PATCH",
-            res.path(namespace, name),
-            body=patch,
-            content_type=MERGE_PATCH,
-            resource=res.plural,
-        )
-        return patched
+        path = res.path(namespace, name)
+        return self._object("PATCH", path, res.plural, body=patch, content_type=MERGE_PATCH)
 
     def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]:
         """PUT the status subresource; a stale resourceVersion fails with Conflict."""
         res = resource_for(obj["apiVersion"], obj["kind"])
-        meta = obj["metadata"]
-        updated: dict[str, Any] = self.request(
-            "PUT",
-            res.path(meta.get("namespace"), meta["name"], "status"),
-            body=obj,
-            resource=f"{res.plural}/status",
-        )
-        return updated
+        path = res.path(obj["metadata"].get("namespace"), obj["metadata"]["name"], "status")
+        return self._object("PUT", path, f"{res.plural}/status", body=obj)
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any]:
         """Read one object; NotFoundError when there is none."""
         res = resource_for(api_version, kind)
-        found: dict[str, Any] = self.request("GET", res.path(namespace, name), resource=res.plural)
-        return found
+        return self._object("GET", res.path(namespace, name), res.plural)
 
     def create_event(self, event: dict[str, Any]) -> dict[str, Any]:
         return self.create(event)
+
+    def _object(self, method: str, path: str, resource: str, **options: Any) -> Obj:
+        """A request answered with one object (see request for the options)."""
+        answer: Obj = self.request(method, path, resource=resource, **options)
+        return answer
 
     def count_event(self, namespace: str, name: str, count: int, last: str) -> None:
         """Count a repeat on an Event posted before (what client-go's
@@ -324,6 +299,10 @@ class WatchStream:
         with contextlib.suppress(ValueError, RuntimeError, OSError):
             self._response.shutdown()
         self._response.close()
+
+
+def _selecting(selectors: Selectors) -> list[tuple[str, Any]]:
+    return [("labelSelector", selectors.label), ("fieldSelector", selectors.field)]
 
 
 def _timeout(timeout: float | tuple[float, float] | None) -> urllib3.Timeout | None:

@@ -3,15 +3,16 @@
 Event handlers only maintain an index of children by owning job and enqueue
 the job's key; all decisions are made by the pure ``reconcile`` on what the
 caches hold, ``runtime.executor`` carries out the actions it returns, and
-``process_next`` holds the whole retry contract in one place.
+``process_next`` holds the whole retry contract in one place. What the loop
+keeps between passes lives in collaborators of one lock at most, each in its
+module: ``childindex``, ``childevents``, ``ownwrites``, ``passes``, ``lifecycle``.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor as Pool
 from concurrent.futures import ThreadPoolExecutor
@@ -19,19 +20,24 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
 from dlk8s.job.actions import Event
-from dlk8s.job.api import API_VERSION, LABEL_JOB_NAME, EventType, Observed, Reason, State
 from dlk8s.job.config import ControllerConfig
 from dlk8s.job.kept import kept_child, kept_job
+from dlk8s.job.kind import Observed
+from dlk8s.job.names import LABEL_JOB_NAME, EventType, Reason, State
+from dlk8s.job.objects import Obj, job_str
 from dlk8s.job.reconcile import after_refusals, reconcile
-from dlk8s.job.urgency import changes_state
-from dlk8s.runtime import metrics
-from dlk8s.runtime.client import Kube
-from dlk8s.runtime.clock import seconds_left
+from dlk8s.runtime import logs, metrics
+from dlk8s.runtime.apiresources import CHILD_RESOURCES, JOB_RESOURCES
+from dlk8s.runtime.childevents import ChildEvents
+from dlk8s.runtime.childindex import ChildIndex
+from dlk8s.runtime.client import Kube, Selectors
 from dlk8s.runtime.errors import ApiError, TerminalError, TransportError
-from dlk8s.runtime.executor import Api, ChildNotCreatedError, Executor, Outcome, job_str
+from dlk8s.runtime.executor import Api, ChildNotCreatedError, Executor, Outcome
 from dlk8s.runtime.expectations import Expectations
 from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Cache, Informer
-from dlk8s.runtime.resources import CHILD_RESOURCES, JOB_RESOURCES
+from dlk8s.runtime.lifecycle import Lifecycle
+from dlk8s.runtime.ownwrites import OwnWrites
+from dlk8s.runtime.passes import STUCK_PASS_SECONDS, RunningPasses
 from dlk8s.runtime.workqueue import ShutDownError, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -49,19 +55,25 @@ CHILD_SELECTOR = LABEL_JOB_NAME
 # echo of our own status write), and every pass writes its status whole.
 CHILD_EVENT_BATCH_SECONDS = 1.0
 
-# A pass takes milliseconds, seconds for a job of thousands of pods; one that
-# has run this long is wedged (a call that never returns), and the liveness
-# probe should restart the operator rather than leave the job unattended.
-STUCK_PASS_SECONDS = 300.0
+# Jobs reconciled at once, one job never on two workers (also the default of
+# `dlk8s-operator run --workers`): a pass waits on the API server, not the CPU.
+WORKERS = 8
+
+# API calls of all passes in flight at once (also `--api-parallelism`'s
+# default): a job's creates go out together, and the API server, not this
+# pool, should be what limits a burst.
+API_PARALLELISM = 32
 
 # Failures that say what went wrong without a traceback.
 _EXPECTED_FAILURES = (ApiError, TransportError, ChildNotCreatedError)
 
 
 class JobKey(NamedTuple):
-    kind: str
+    """What the work queue holds: which job is due a pass."""
+
+    kind: str  # which job cache holds it
     namespace: str
-    name: str
+    name: str  # unique in its namespace among jobs of its kind
 
     def __str__(self) -> str:
         return f"{self.kind}/{self.namespace}/{self.name}"
@@ -71,64 +83,15 @@ class StatusApi(Api, Protocol):
     """What the controller needs of runtime.client.Kube: the executor's calls
     and the status write."""
 
-    def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]: ...
+    def replace_status(self, obj: Obj) -> Obj: ...
 
 
 class ReconcileBugError(Exception):
     """reconcile raised: a bug in dlk8s, never the user's (see job.reconcile)."""
 
-    def __init__(self, job: dict[str, Any], cause: Exception) -> None:
+    def __init__(self, job: Obj, cause: Exception) -> None:
         super().__init__(f"{type(cause).__name__}: {cause}")
         self.job = job  # the job to send the InternalError event about
-
-
-class ChildIndex:
-    """Children grouped by the uid of the job that controls them."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_owner: dict[str, dict[str, dict[str, dict[str, Any]]]] = defaultdict(
-            lambda: {group: {} for group in CHILD_RESOURCES}
-        )
-
-    def apply(
-        self, group: str, event: str, obj: dict[str, Any]
-    ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        """Record one watch event: the controlling job reference if the child
-        is one of ours, and the child as it was before (None if new)."""
-        owner = controller_ref(obj)
-        if owner is None:
-            return None, None
-        name = obj["metadata"]["name"]
-        uid = owner["uid"]
-        before = None
-        with self._lock:
-            if event != DELETED:
-                before = self._by_owner[uid][group].get(name)
-                self._by_owner[uid][group][name] = obj
-            elif uid in self._by_owner:
-                before = self._by_owner[uid][group].pop(name, None)
-                if not any(self._by_owner[uid].values()):
-                    del self._by_owner[uid]
-        return owner, before
-
-    def observed(self, uid: str) -> Observed:
-        with self._lock:
-            groups = self._by_owner.get(uid)
-            if groups is None:
-                return Observed(pods=[], services=[], configmaps=[], deployments=[])
-            return Observed(**{group: list(items.values()) for group, items in groups.items()})
-
-
-def controller_ref(obj: dict[str, Any]) -> dict[str, Any] | None:
-    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
-        if (
-            ref.get("controller")
-            and ref.get("apiVersion") == API_VERSION
-            and ref.get("kind") in JOB_RESOURCES
-        ):
-            return dict(ref)
-    return None
 
 
 class Controller:
@@ -144,68 +107,40 @@ class Controller:
         config: ControllerConfig,
         jobs: Mapping[str, Cache],
         informers: Sequence[Informer] = (),
-        workers: int = 4,
-        api_parallelism: int = 32,
+        workers: int = WORKERS,
+        api_parallelism: int = API_PARALLELISM,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         child_event_batch: float = CHILD_EVENT_BATCH_SECONDS,
         pool: Pool | None = None,
         stuck_after: float = STUCK_PASS_SECONDS,
     ) -> None:
-        self.kube = kube
-        self.config = config
-        self.workers = workers
+        self.kube = kube  # the status writes (the executor makes the other calls)
+        self.config = config  # what reconcile knows of the cluster (drivers, images)
         self.clock = clock  # `now` for reconcile and event timestamps
-        self.child_event_batch = child_event_batch
+        self.child_event_batch = child_event_batch  # how long a count-only change waits
+        # The keys of jobs due a pass; one key is never on two workers.
         self.queue: WorkQueue[JobKey] = WorkQueue(observer=metrics.QueueMetrics())
         metrics.QUEUE_LONGEST.set_function(self.queue.longest_running)
-        self.children = ChildIndex()
-        self.expectations = Expectations()
         self._jobs = jobs  # the job caches by kind
-        self._informers = informers  # what fills the caches; started by start()
+        self.own_writes = OwnWrites()  # status we wrote that the job caches do not show yet
+        self.children = ChildIndex()  # what a pass observes of its job's children
+        self.expectations = Expectations()  # the changes of each job's last pass not seen yet
         # The API calls of a pass, in parallel; a test passes one it can drain.
         self._pool = pool or ThreadPoolExecutor(api_parallelism, thread_name_prefix="api")
-        self.executor = Executor(kube, self.expectations, self._pool, clock)
-        # Status we wrote that the watch has not delivered yet, by job uid.
-        self._written: dict[str, dict[str, Any]] = {}
-        # The resourceVersion of each job's last status write, until its event comes.
-        self._echoes: dict[str, str] = {}
-        self._written_lock = threading.Lock()
-        # Jobs whose urgent child change came while their last pass's changes
-        # were still awaited: their pass runs once the last of those shows.
-        self._deferred: set[str] = set()
-        self._deferred_lock = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        # Set once the first lists are in every cache; until then child
-        # events queue nothing, as each job's own event queues it once.
-        self._listed = threading.Event()
-        if not informers:
-            self._listed.set()
-        self._started = threading.Event()
-        self._stopping = threading.Event()
-        # Orders start() against stop(): whichever comes second sees the other.
-        self._lifecycle = threading.Lock()
-        # A pass running longer than this means a wedged worker (see problems()).
-        self.stuck_after = stuck_after
-        self._passes: dict[int, tuple[JobKey, float]] = {}  # by worker: its key, since when
-        self._passes_lock = threading.Lock()
+        self.executor = Executor(kube, self.expectations, self._pool, clock)  # the actions
+        # The informers and the workers: started, stopped, checked on.
+        self.lifecycle = Lifecycle(informers, workers, self._work, self.queue.shut_down)
+        # When a child's event runs its job's pass (an urgent one may be deferred).
+        self.child_events = ChildEvents(self.children, self.expectations, self.lifecycle.listed)
+        self.passes = RunningPasses(stuck_after)  # the passes running, for /healthz
 
     @classmethod
     def watching(
         cls, kube: Kube, config: ControllerConfig, namespace: str | None = None, **options: Any
     ) -> Controller:
         """A controller fed by watches of the jobs and their children (all
-        namespaces when `namespace` is None). The caches keep what
-        reconcile reads (job.kept), and the child index the same copy."""
-        job_informers = {
-            kind: kube.informer(res, namespace, transform=kept_job)
-            for kind, res in JOB_RESOURCES.items()
-        }
-        child_informers = {
-            group: kube.informer(
-                res, namespace, CHILD_SELECTOR, transform=kept_child, handlers_get_kept=True
-            )
-            for group, res in CHILD_RESOURCES.items()
-        }
+        namespaces when `namespace` is None)."""
+        job_informers, child_informers = _informers(kube, namespace)
         jobs = {kind: informer.cache for kind, informer in job_informers.items()}
         # Children first: a job handled before its children are known would
         # look as if it had lost them.
@@ -215,7 +150,7 @@ class Controller:
             for event in (ADDED, MODIFIED, DELETED):
                 informer.add_event_handler(event, controller.on_job(kind))
             # (items of a list carry no kind; a relist's deletes come from there)
-            informer.add_event_handler(DELETED, controller.on_kind_deleted(kind))
+            informer.add_event_handler(DELETED, controller.on_job_deleted(kind))
         for group, informer in child_informers.items():
             for event in (ADDED, MODIFIED, DELETED):
                 informer.add_event_handler(event, controller.on_child(group, event))
@@ -223,141 +158,71 @@ class Controller:
 
     # -- event handlers ----------------------------------------------------------
 
-    def on_job(self, kind: str) -> Callable[[dict[str, Any]], None]:
-        def handle(obj: dict[str, Any]) -> None:
+    def on_job(self, kind: str) -> Callable[[Obj], None]:
+        def handle(obj: Obj) -> None:
             meta = obj.get("metadata", {})
             key = JobKey(kind, meta.get("namespace", ""), meta.get("name", ""))
-            if self._own_write(meta):
+            # The echo of our own status write: the pass that wrote it saw all
+            # it holds, and one at once would mostly write counts that moved
+            # since (a write more per job), so it is batched with their events.
+            if self.own_writes.is_echo(meta):
                 self.queue.add_after(key, self.child_event_batch)
             else:
                 self.queue.add(key)
 
         return handle
 
-    def _own_write(self, meta: dict[str, Any]) -> bool:
-        """Whether a job's event only shows back the status we wrote. The pass
-        that wrote it saw all the event holds: a pass at once would mostly
-        write counts that moved since (a write more per job), so it is
-        batched with the events that moved them."""
-        with self._written_lock:
-            version = self._echoes.get(meta.get("uid", ""))
-            if version is None or version != meta.get("resourceVersion"):
-                return False
-            del self._echoes[meta["uid"]]
-            return True
-
-    def on_kind_deleted(self, kind: str) -> Callable[[dict[str, Any]], None]:
-        return lambda obj: self.on_job_deleted({**obj, "kind": kind})
-
-    def on_job_deleted(self, obj: dict[str, Any]) -> None:
-        meta = obj.get("metadata", {})
-        metrics.JOBS_DELETED.labels(obj.get("kind", ""), meta.get("namespace", "")).inc()
-        uid = meta.get("uid", "")
-        self.expectations.forget(uid)
-        with self._written_lock:
-            self._written.pop(uid, None)
-            self._echoes.pop(uid, None)
-        with self._deferred_lock:
-            self._deferred.discard(uid)
-
-    def on_child(self, group: str, event: str) -> Callable[[dict[str, Any]], None]:
-        def handle(obj: dict[str, Any]) -> None:
-            owner, before = self.children.apply(group, event, obj)
-            if owner is None:
-                return
-            meta, uid = obj["metadata"], owner["uid"]
-            seen = ("uid", meta.get("uid", "")) if event == DELETED else (group, meta["name"])
-            awaited_all = self.expectations.observe(uid, seen)
-            if not self._listed.is_set():
-                return
-            after = None if event == DELETED else obj
-            urgent = changes_state(
-                owner["kind"], group, before, after, lambda: self.children.observed(uid).pods
-            )
-            key = JobKey(owner["kind"], meta.get("namespace", ""), owner["name"])
-            self._schedule(key, uid, urgent, awaited_all)
+    def on_job_deleted(self, kind: str) -> Callable[[Obj], None]:
+        def handle(obj: Obj) -> None:
+            meta = obj.get("metadata", {})
+            metrics.JOBS_DELETED.labels(kind, meta.get("namespace", "")).inc()
+            uid = meta.get("uid", "")
+            self.expectations.forget(uid)
+            self.own_writes.forget(uid)
+            self.child_events.forget(uid)
+            self.children.forget(uid)
 
         return handle
 
-    def _schedule(self, key: JobKey, uid: str, urgent: bool, awaited_all: bool) -> None:
-        """A pass now for an urgent change (or once the changes of the last
-        pass have all shown, as a pass before would only wait); else batched."""
-        with self._deferred_lock:
-            if urgent and self.expectations.wait_left(uid):
-                self._deferred.add(uid)
-                urgent = False
-            elif awaited_all and uid in self._deferred:
-                self._deferred.discard(uid)
-                urgent = True
-        if urgent:
-            self.queue.add(key)
-        else:
-            self.queue.add_after(key, self.child_event_batch)
+    def on_child(self, group: str, event: str) -> Callable[[Obj], None]:
+        def handle(obj: Obj) -> None:
+            due = self.child_events.apply(group, event, obj)
+            if due is None:
+                return
+            namespace = obj["metadata"].get("namespace", "")
+            key = JobKey(due.owner["kind"], namespace, due.owner["name"])
+            if due.now:
+                self.queue.add(key)
+            else:
+                self.queue.add_after(key, self.child_event_batch)
+
+        return handle
 
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the watches, wait until every cache holds a full list, then
-        the workers. Once stop() is called it starts nothing more and returns:
-        a leader that loses its lease or is told to stop while its caches
-        sync must not start workers after the shutdown has passed them."""
-        with self._lifecycle:
-            if self._stopping.is_set():
-                return
-            for informer in self._informers:
-                informer.start()
-        for informer in self._informers:
-            while not informer.wait_synced(timeout=1):
-                if self._stopping.is_set():
-                    return
-                log.info("waiting for caches to sync", extra={"target": informer.name})
-        with self._lifecycle:
-            if self._stopping.is_set():
-                return
-            self._listed.set()
-            for i in range(self.workers):
-                thread = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
-                thread.start()
-                self._threads.append(thread)
-            self._started.set()
-        log.info("controller started", extra={"action": f"{self.workers} workers"})
+        """Start the watches, then the workers once every cache is listed;
+        nothing once stop() was called (see runtime.lifecycle)."""
+        if self.lifecycle.start():
+            log.info("controller started", extra={"action": f"{self.lifecycle.workers} workers"})
 
     @property
     def synced(self) -> bool:
-        return self._started.is_set()
+        return self.lifecycle.started.is_set()
 
     @property
     def informers(self) -> Sequence[Informer]:
         """What fills the caches (children first, then the jobs)."""
-        return self._informers
+        return self.lifecycle.informers
 
     def problems(self) -> list[str]:
         """Why the controller can no longer do its work ([] when it can): an
         informer or worker thread that died, a pass that has run far too long.
         /healthz fails on any, so the liveness probe restarts the operator."""
-        found = [f"the informer of {i.name} has stopped" for i in self._informers if not i.alive]
-        if not self._stopping.is_set():
-            found += [f"{t.name} has exited" for t in self._threads if not t.is_alive()]
-        now = time.monotonic()
-        with self._passes_lock:
-            passes = list(self._passes.values())
-        found += [
-            f"a pass of {key} has run for {now - since:.0f}s"
-            for key, since in passes
-            if now - since > self.stuck_after
-        ]
-        return found
+        return self.lifecycle.problems() + self.passes.stuck()
 
     def stop(self, timeout: float = 10) -> None:
-        with self._lifecycle:
-            self._stopping.set()
-            threads = list(self._threads)
-        self.queue.shut_down()
-        deadline = time.monotonic() + timeout
-        for thread in threads:
-            thread.join(seconds_left(deadline))
-        for informer in self._informers:
-            informer.stop(seconds_left(deadline))
+        self.lifecycle.stop(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- the loop ------------------------------------------------------------------
@@ -371,20 +236,17 @@ class Controller:
 
         The retry contract, in one place: success forgets the key's failures;
         a requeue-after schedules it; an error or a bug in reconcile retries
-        it with the rate limiter; a TerminalError forgets it for good.
+        it with the rate limiter; a TerminalError forgets it for good. Every
+        line logged in the pass carries its reconcile id (runtime.logs).
         """
         try:
             key = self.queue.get(timeout)
         except ShutDownError:
             return False
-        worker = threading.get_ident()
-        with self._passes_lock:
-            self._passes[worker] = (key, time.monotonic())
         try:
-            result = self._process(key)
+            with self.passes.running(key), logs.reconcile_id():
+                result = self._process(key)
         finally:
-            with self._passes_lock:
-                del self._passes[worker]
             self.queue.done(key)
         metrics.RECONCILES.labels(key.kind, result).inc()
         return True
@@ -436,23 +298,6 @@ class Controller:
         )
         self.executor.send_event(bug.job, Event(EventType.WARNING, Reason.INTERNAL_ERROR, message))
 
-    def job(self, key: JobKey) -> dict[str, Any] | None:
-        """The job from the cache, or the status we wrote if the cache is behind it."""
-        cached: dict[str, Any] | None = self._jobs[key.kind].get_by_key(
-            f"{key.namespace}/{key.name}"
-        )
-        if cached is None:
-            return None
-        uid = cached["metadata"]["uid"]
-        with self._written_lock:
-            written = self._written.get(uid)
-            if written is None:
-                return cached
-            if _newer(cached, written):
-                del self._written[uid]
-                return cached
-            return written
-
     def sync(self, key: JobKey) -> float | None:
         """One pass of one job; seconds until it needs another, if a timer is due."""
         job = self.job(key)
@@ -476,7 +321,7 @@ class Controller:
             status = self._refused(job, observed, status, outcome, now)
         elif outcome.failures:
             # Not written: it would count as created what was not (see
-            # job.reconcile.status.replica_statuses); the retry writes it.
+            # job.reconcile.slots.replica_statuses); the retry writes it.
             raise outcome.failures[0]
         if status != job.get("status"):
             self._write_status(job, status)
@@ -485,14 +330,14 @@ class Controller:
             raise outcome.failures[0]  # retried with back-off: a quota may free up
         return result.requeue_after
 
+    def job(self, key: JobKey) -> Obj | None:
+        """The job from its cache, or with the status we wrote if the cache is behind it."""
+        cached = self._jobs[key.kind].get_by_key(f"{key.namespace}/{key.name}")
+        return None if cached is None else self.own_writes.current(cached)
+
     def _refused(
-        self,
-        job: dict[str, Any],
-        observed: Observed,
-        status: dict[str, Any],
-        outcome: Outcome,
-        now: datetime,
-    ) -> dict[str, Any]:
+        self, job: Obj, observed: Observed, status: Obj, outcome: Outcome, now: datetime
+    ) -> Obj:
         """The status that names what the API server refused, and its events;
         a pod with a field it does not know fails the job as InvalidSpec."""
         try:
@@ -504,43 +349,60 @@ class Controller:
         self.executor.send_events(job, [a for a in fixed.actions if isinstance(a, Event)])
         return fixed.status
 
-    def _write_status(self, job: dict[str, Any], status: dict[str, Any]) -> None:
+    def _write_status(self, job: Obj, status: Obj) -> None:
         updated = self.kube.replace_status({**job, "status": status})
-        metrics.count_transition(
-            job["kind"], job["metadata"]["namespace"], job.get("status") or {}, status
-        )
-        with self._written_lock:
-            self._written[job["metadata"]["uid"]] = kept_job(updated)
-            self._echoes[job["metadata"]["uid"]] = updated["metadata"].get("resourceVersion", "")
-        log.info(
-            "status updated",
-            extra={
-                "job": job_str(job),
-                "kind": job["kind"],
-                "runtimeId": status.get("runtimeId"),
-                "action": f"{status.get('phase')}/{status.get('state')}",
-            },
-        )
+        self.own_writes.wrote(job["metadata"]["uid"], kept_job(updated))
+        _written(job, status)
 
     # -- introspection -------------------------------------------------------------------
 
-    def jobs(self, kind: str) -> list[dict[str, Any]]:
+    def jobs(self, kind: str) -> list[Obj]:
         """The jobs of one kind in the cache (the autoscaler reads PaddleJobs here)."""
         cache = self._jobs.get(kind)
         return cache.list() if cache is not None else []
 
     def count_jobs(self) -> dict[tuple[str, str], int]:
-        counts: Counter[tuple[str, str]] = Counter()
-        for kind, cache in self._jobs.items():
-            for job in cache.list():
-                state = (job.get("status") or {}).get("state") or "Pending"
-                counts[(kind, state)] += 1
-        return dict(counts)
+        """The jobs in the caches by (kind, state), for the dlk8s_jobs gauge."""
+        return _count_by_state(self._jobs)
 
 
-def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether a's resourceVersion is at least b's (they are etcd revisions here)."""
-    try:
-        return int(a["metadata"]["resourceVersion"]) >= int(b["metadata"]["resourceVersion"])
-    except (KeyError, ValueError):
-        return True
+def _written(job: Obj, status: Obj) -> None:
+    """Count and log a status write: the lifecycle metrics, one line."""
+    metrics.count_transition(
+        job["kind"], job["metadata"]["namespace"], job.get("status") or {}, status
+    )
+    log.info(
+        "status updated",
+        extra={
+            "job": job_str(job),
+            "kind": job["kind"],
+            "runtimeId": status.get("runtimeId"),
+            "action": f"{status.get('phase')}/{status.get('state')}",
+        },
+    )
+
+
+def _count_by_state(caches: Mapping[str, Cache]) -> dict[tuple[str, str], int]:
+    counts: Counter[tuple[str, str]] = Counter()
+    for kind, cache in caches.items():
+        for job in cache.list():
+            counts[(kind, (job.get("status") or {}).get("state") or "Pending")] += 1
+    return dict(counts)
+
+
+def _informers(
+    kube: Kube, namespace: str | None
+) -> tuple[dict[str, Informer], dict[str, Informer]]:
+    """The informers of the jobs by kind and of their children by group. The
+    caches keep what reconcile reads (job.kept), and the child index the same
+    copy."""
+    jobs = {
+        kind: Informer(kube, res, namespace, transform=kept_job)
+        for kind, res in JOB_RESOURCES.items()
+    }
+    selectors = Selectors(CHILD_SELECTOR)
+    children = {
+        group: Informer(kube, res, namespace, selectors, kept_child, handlers_get_kept=True)
+        for group, res in CHILD_RESOURCES.items()
+    }
+    return jobs, children

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from dlk8s.job.actions import MAX_EVENT_MESSAGE, Event
-from dlk8s.job.api import format_time
+from dlk8s.job.objects import format_time, job_str
 from dlk8s.runtime.errors import NotFoundError
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class EventRecorder:
             if not self._count(key, manifest):
                 self._post(key, manifest)
         except Exception as err:
-            log.info("event not recorded", extra={"job": _job_str(job), "error": repr(err)})
+            log.info("event not recorded", extra={"job": job_str(job), "error": repr(err)})
 
     def _count(self, key: EventKey, manifest: dict[str, Any]) -> bool:
         """Count a repeat on the Event posted before; False if there is none."""
@@ -125,7 +125,3 @@ def event_manifest(job: dict[str, Any], event: Event, now: datetime) -> dict[str
         "lastTimestamp": stamp,
         "count": 1,
     }
-
-
-def _job_str(job: dict[str, Any]) -> str:
-    return f"{job['kind']}/{job['metadata']['namespace']}/{job['metadata']['name']}"

@@ -7,16 +7,21 @@ Events are sent after the changes, merged into one per kind of event; the
 event a create or delete carries is sent only if it succeeded. What failed
 comes back as an Outcome, the refusals of the API server apart, for the
 controller to write into the job's status (job.reconcile.after_refusals).
+
+Each call runs in a copy of the context of the pass that submitted it
+(contextvars), so its log lines carry the pass's reconcile id (runtime.logs).
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor as Pool
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from dlk8s.job.actions import (
     Action,
@@ -27,9 +32,10 @@ from dlk8s.job.actions import (
     Patch,
     merge_events,
 )
-from dlk8s.job.api import EventType, Reason
-from dlk8s.job.children import controlled_by
+from dlk8s.job.names import EventType, Reason
+from dlk8s.job.objects import controlled_by
 from dlk8s.job.reconcile.refused import CREATE, DELETE, Refusal
+from dlk8s.runtime.apiresources import CHILD_RESOURCES
 from dlk8s.runtime.errors import (
     AlreadyExistsError,
     ApiError,
@@ -41,9 +47,11 @@ from dlk8s.runtime.errors import (
 )
 from dlk8s.runtime.events import EventApi, EventRecorder
 from dlk8s.runtime.expectations import Change, Expectations
-from dlk8s.runtime.resources import CHILD_RESOURCES
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 GROUP_OF_KIND = {res.kind: group for group, res in CHILD_RESOURCES.items()}
 
@@ -98,10 +106,10 @@ class Executor:
         pool: Pool,
         clock: Callable[[], datetime],
     ) -> None:
-        self.api = api
-        self.expectations = expectations
-        self._pool = pool  # the calls of one pass in parallel, bounded
-        self.events = EventRecorder(api, clock)
+        self.api = api  # the API calls the actions come to
+        self.expectations = expectations  # what the caches will show of each create and delete
+        self._pool = InContext(pool)  # the calls of one pass in parallel, bounded
+        self.events = EventRecorder(api, clock)  # posts events; counts a repeat on the first
 
     def execute(self, job: dict[str, Any], actions: list[Action]) -> Outcome:
         """Carry out one pass's actions, all of them even when some fail; then
@@ -185,6 +193,18 @@ class Executor:
         return True
 
 
+class InContext(Pool):
+    """A pool whose calls run in a copy of the context they were submitted
+    from (map submits each call: each gets a copy of its own)."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool  # the threads; shut down by its owner
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        context = contextvars.copy_context()
+        return self._pool.submit(lambda: context.run(fn, *args, **kwargs))
+
+
 def create_child(api: ChildApi, job_uid: str, obj: dict[str, Any]) -> bool:
     """Create one child of a job: True if created now, False if the job's own
     child of that name already exists (a cache behind the API server).
@@ -239,7 +259,3 @@ def _message(err: Exception) -> str:
     if isinstance(err, ApiError) and err.body.get("message"):
         return str(err.body["message"])
     return str(err)
-
-
-def job_str(job: dict[str, Any]) -> str:
-    return f"{job['kind']}/{job['metadata']['namespace']}/{job['metadata']['name']}"

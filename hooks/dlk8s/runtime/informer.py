@@ -25,6 +25,8 @@ lines we own rather than patches of the Python client's private internals:
 
 The requests themselves go through ``ListWatch`` (``runtime.client.Kube``),
 so tests drive this logic with a fake of that, never of the HTTP client.
+An informer is built by its user (``Informer(kube, resource, ...)``): the
+client, below this module, knows nothing of informers.
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
+from dlk8s.job.objects import Obj
+from dlk8s.runtime.apiresources import Resource
+from dlk8s.runtime.client import Listing, Scope, Selectors
 from dlk8s.runtime.errors import GoneError, api_error
-from dlk8s.runtime.resources import Resource
 
 log = logging.getLogger(__name__)
 
@@ -48,21 +52,7 @@ DELETED: Final = "DELETED"
 BOOKMARK: Final = "BOOKMARK"
 ERROR: Final = "ERROR"
 
-Obj = dict[str, Any]
 Handler = Callable[[Obj], None]
-
-
-@dataclass(frozen=True)
-class Selectors:
-    label: str | None = None  # only objects with these labels
-    field: str | None = None  # e.g. pods that have not terminated
-
-
-@dataclass(frozen=True)
-class Listing:
-    items: list[Obj]
-    resource_version: str  # where a watch that follows this list starts
-    continue_token: str = ""  # set when more pages follow: ask for the next with it
 
 
 # client-go's reflector lists in pages of this many objects.
@@ -79,24 +69,12 @@ class EventStream(Protocol):
 
 
 class ListWatch(Protocol):
-    def list_objects(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        selectors: Selectors,
-        limit: int = 0,
-        continue_token: str = "",
-    ) -> Listing:
+    """What an informer needs of runtime.client.Kube."""
+
+    def list_objects(self, scope: Scope, limit: int = 0, continue_token: str = "") -> Listing:
         """One page of at most `limit` objects (0: all), from `continue_token` on."""
 
-    def watch(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        selectors: Selectors,
-        resource_version: str,
-        timeout_seconds: int,
-    ) -> EventStream: ...
+    def watch(self, scope: Scope, resource_version: str, timeout_seconds: int) -> EventStream: ...
 
 
 class WatchClosedEarlyError(Exception):
@@ -182,34 +160,36 @@ class Informer:
         handlers_get_kept: bool = False,
         page_size: int = PAGE_SIZE,
     ) -> None:
-        self._source = source
-        self._resource = resource
-        self._namespace = namespace  # None: every namespace
-        self._selectors = selectors or Selectors()
+        self._source = source  # the list and watch calls
+        # What is listed and watched: the resource, in one namespace (None:
+        # every one), under selectors.
+        self._scope = Scope(resource, namespace, selectors or Selectors())
         self._transform = transform  # what the cache keeps of an object; None: all of it
         self._handlers_get_kept = handlers_get_kept  # else they get the whole object
-        self._page_size = page_size
-        self._backoff = backoff or Backoff()
+        self._page_size = page_size  # objects per list call
+        self._backoff = backoff or Backoff()  # the wait after a failed list or watch
         # The server ends each watch after a random time in this range, as
         # client-go's (5 to 10 minutes), so that watches end at different times.
         self._watch_seconds = watch_seconds
-        self.cache = Cache()
+        self.cache = Cache()  # what the users read, from any thread
+        # Called on the informer's thread after the cache changed; registered before start().
         self._handlers: dict[str, list[Handler]] = {ADDED: [], MODIFIED: [], DELETED: []}
         # Where the next watch starts: the last event or bookmark delivered.
         # None until the first list, and after a 410: list (again) first.
         self._version: str | None = None
-        self._synced = threading.Event()
-        self._stopping = threading.Event()
+        self._synced = threading.Event()  # the first list is in the cache and handled
+        self._stopping = threading.Event()  # stop() was called: the loop ends
         # The watch being read, so that stop() can close it under the reader.
         self._stream: EventStream | None = None
-        self._stream_lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._stream_lock = threading.Lock()  # _stream is set by the loop, closed by stop()
+        self._thread: threading.Thread | None = None  # the loop's; None until start()
         # Set while failing, so a long outage logs one line, not one per attempt.
         self._broken_since: float | None = None
 
     @property
     def name(self) -> str:
-        return self._resource.plural + (f" in {self._namespace}" if self._namespace else "")
+        namespace = self._scope.namespace
+        return self._scope.resource.plural + (f" in {namespace}" if namespace else "")
 
     def add_event_handler(self, event: str, handler: Handler) -> None:
         """Call handler(obj) on ADDED, MODIFIED or DELETED; register before start()."""
@@ -223,7 +203,7 @@ class Informer:
         if self._thread is not None:
             return
         self._thread = threading.Thread(
-            target=self._run, name=f"informer-{self._resource.plural}", daemon=True
+            target=self._run, name=f"informer-{self._scope.resource.plural}", daemon=True
         )
         self._thread.start()
 
@@ -292,9 +272,7 @@ class Informer:
         known, listed = self.cache.keys(), set[str]()
         token = ""
         while True:
-            page = self._source.list_objects(
-                self._resource, self._namespace, self._selectors, self._page_size, token
-            )
+            page = self._source.list_objects(self._scope, self._page_size, token)
             for obj in page.items:
                 key = key_of(obj)
                 listed.add(key)
@@ -322,9 +300,7 @@ class Informer:
     def _watch(self) -> None:
         assert self._version is not None
         timeout = random.randint(*self._watch_seconds)
-        stream = self._source.watch(
-            self._resource, self._namespace, self._selectors, self._version, timeout
-        )
+        stream = self._source.watch(self._scope, self._version, timeout)
         with self._stream_lock:
             self._stream = stream
         opened, delivered = time.monotonic(), 0

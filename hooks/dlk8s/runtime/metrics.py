@@ -179,3 +179,18 @@ def _handler(
             pass  # probes every few seconds would drown the operator's own log
 
     return Handler
+
+
+# --- the autoscaler's (dlk8s.autoscaler.loop) ------------------------------------
+
+AUTOSCALER_CHANGES = Counter(
+    "dlk8s_autoscaler_changes_total",
+    "Trainer count changes the autoscaler made, by direction (up, down, or"
+    " admitted: a gated job given its count).",
+    ["direction"],
+)
+AUTOSCALER_PASS_SECONDS = Histogram(
+    "dlk8s_autoscaler_pass_seconds",
+    "Time of one autoscaler pass (planning and patches).",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+)

@@ -33,10 +33,11 @@ def test_our_patch_stands_in_until_the_cache_catches_up_and_goes_with_the_job() 
 
     cached = [job("a", "5", "2"), job("b", "7", "1")]
     loop = AutoscalerLoop(Kube(api_client=None), jobs=lambda: cached)  # type: ignore[arg-type]
-    loop._written = {"a": job("a", "6", "3"), "b": job("b", "7", "9")}
+    loop._written.wrote("a", job("a", "6", "3"))
+    loop._written.wrote("b", job("b", "7", "9"))
     # a: our patch is newer than the cache; b: the cache has caught up.
     assert loop.current_jobs() == [job("a", "6", "3"), job("b", "7", "1")]
-    assert set(loop._written) == {"a"}
+    assert ("a" in loop._written, "b" in loop._written) == (True, False)
     cached.pop(0)  # a is deleted before its watch event showed our patch
     assert loop.current_jobs() == [job("b", "7", "1")]
-    assert loop._written == {}
+    assert "a" not in loop._written

@@ -3,7 +3,7 @@
 NOTES.txt cannot point at examples/ (a packaged chart has no checkout beside
 it), so it carries a TFJob to paste into `kubectl apply -f -`. Rendered with
 helm, that heredoc is cut out and checked with the CRD schema checker of
-test_convert.py and the operator's own validation.
+tests/unit/support/crd_schema.py and the operator's own validation.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.unit.cli.test_convert import job_problems
+from ..support.crd_schema import job_problems
 
 ROOT = Path(__file__).resolve().parents[3]
 HELM = ROOT / ".tools" / "bin" / "helm4"

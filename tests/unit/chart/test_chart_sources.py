@@ -1,42 +1,29 @@
 """The chart repeats nothing by hand: what it holds twice is generated, and stays so.
 
 tools/chartdoc.py (`make chart-generate`) writes templates/crds.yaml from the
-repository's crds/, and the schema descriptions and the docs values table from
-the `# --` comments of values.yaml. These tests fail when a generated file is
-stale, when a value has no comment, or when a symlink is back under charts/
-(GitOps tools that fetch a chart from git drop symlinks); the second half shows
-on altered copies that each check can fail.
+repository's crds/, and the values schema and the docs values table from
+values.yaml. These tests fail when a generated file is stale, when a value has
+no comment, or when a symlink is back under charts/ (GitOps tools that fetch a
+chart from git drop symlinks); the second half shows on altered copies that
+each check can fail. test_chart_schema.py and test_chart_usage.py test the
+schema's generation and the lint for unused values.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 
+import chart_values
+import chartdoc
 import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 HELM = ROOT / ".tools" / "bin" / "helm4"
-
-
-def _load_chartdoc() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("chartdoc", ROOT / "tools" / "chartdoc.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["chartdoc"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-chartdoc = _load_chartdoc()
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +41,7 @@ def test_crd_template_is_generated_from_crds(generated: dict[Path, str]) -> None
     assert current == generated[chartdoc.CRD_TEMPLATE], "run `make chart-generate`"
 
 
-def test_schema_descriptions_are_the_values_comments(generated: dict[Path, str]) -> None:
+def test_schema_is_generated_from_values(generated: dict[Path, str]) -> None:
     current = (ROOT / chartdoc.SCHEMA).read_text()
     assert current == generated[chartdoc.SCHEMA], "run `make chart-generate`"
 
@@ -65,8 +52,8 @@ def test_docs_values_table_is_generated_from_values(generated: dict[Path, str]) 
 
 
 def test_every_value_has_a_comment() -> None:
-    values = chartdoc.read_values(ROOT)
-    rows, problems = chartdoc.rows(values)
+    values = chart_values.read_values(ROOT)
+    rows, problems = chart_values.rows(values)
     assert values.problems + problems == []
     documented = {row.name for row in rows if not row.section}
     assert {"cloud", "crds.install", "crds.keep", "operator.leaderElection.enabled"} <= documented
@@ -126,36 +113,25 @@ def test_chart_renders_the_crds_of_crds_dir() -> None:
 # --- altered copies: each check can fail -------------------------------------
 
 
-@pytest.fixture
-def copy(tmp_path: Path) -> Path:
-    """The files chartdoc reads and writes, in a checkout of their own."""
-    shutil.copytree(ROOT / "crds", tmp_path / "crds")
-    shutil.copytree(ROOT / "charts", tmp_path / "charts", symlinks=True)
-    (tmp_path / "docs").mkdir()
-    shutil.copy(ROOT / chartdoc.DOCS, tmp_path / chartdoc.DOCS)
-    shutil.copy(ROOT / chartdoc.VERSION, tmp_path / chartdoc.VERSION)
-    assert chartdoc.check(tmp_path) == []
-    return tmp_path
-
-
 def _edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert text.count(old) == 1, old
     path.write_text(text.replace(old, new))
 
 
+def _stale(path: str) -> str:
+    """What the check says of a generated file that its sources no longer make."""
+    return f"{path}: differs from its sources; run `make chart-generate`"
+
+
 def test_check_fails_when_a_crd_changes(copy: Path) -> None:
     _edit(copy / "crds/tfjobs.dlk8s.io.yaml", "shortNames: [tfj]", "shortNames: [tfj, tfjx]")
-    assert chartdoc.check(copy) == [
-        f"{chartdoc.CRD_TEMPLATE}: differs from its sources; run `make chart-generate`"
-    ]
+    assert chartdoc.check(copy) == [_stale(chartdoc.CRD_TEMPLATE)]
 
 
 def test_check_fails_when_a_crd_is_added(copy: Path) -> None:
     shutil.copy(copy / "crds/tfjobs.dlk8s.io.yaml", copy / "crds/zzz.dlk8s.io.yaml")
-    assert chartdoc.check(copy) == [
-        f"{chartdoc.CRD_TEMPLATE}: differs from its sources; run `make chart-generate`"
-    ]
+    assert chartdoc.check(copy) == [_stale(chartdoc.CRD_TEMPLATE)]
 
 
 def test_check_fails_when_the_crd_template_is_edited(copy: Path) -> None:
@@ -163,31 +139,28 @@ def test_check_fails_when_the_crd_template_is_edited(copy: Path) -> None:
     assert len(chartdoc.check(copy)) == 1
 
 
-def test_check_fails_when_a_schema_description_is_edited(copy: Path) -> None:
+@pytest.mark.parametrize(
+    ("value", "description"),
+    [
+        # one values.yaml's comment gives, edited; one on a key values.yaml lacks
+        ("cloud", "written by hand"),
+        ("global", "no comment in values.yaml says this"),
+    ],
+    ids=["edited", "added"],
+)
+def test_check_fails_when_a_schema_description_is_edited(
+    copy: Path, value: str, description: str
+) -> None:
     schema_path = copy / chartdoc.SCHEMA
     schema = json.loads(schema_path.read_text())
-    schema["properties"]["cloud"]["description"] = "written by hand"
+    schema["properties"][value]["description"] = description
     schema_path.write_text(chartdoc.dump_json(schema))
-    assert chartdoc.check(copy) == [
-        f"{chartdoc.SCHEMA}: differs from its sources; run `make chart-generate`"
-    ]
-
-
-def test_check_fails_on_a_schema_description_values_yaml_lacks(copy: Path) -> None:
-    schema_path = copy / chartdoc.SCHEMA
-    schema = json.loads(schema_path.read_text())
-    schema["properties"]["global"]["description"] = "no comment in values.yaml says this"
-    schema_path.write_text(chartdoc.dump_json(schema))
-    assert chartdoc.check(copy) == [
-        f"{chartdoc.SCHEMA}: differs from its sources; run `make chart-generate`"
-    ]
+    assert chartdoc.check(copy) == [_stale(chartdoc.SCHEMA)]
 
 
 def test_check_fails_when_the_docs_table_is_edited(copy: Path) -> None:
     _edit(copy / chartdoc.DOCS, "| `replicaCount` | `1` |", "| `replicaCount` | `2` |")
-    assert chartdoc.check(copy) == [
-        f"{chartdoc.DOCS}: differs from its sources; run `make chart-generate`"
-    ]
+    assert chartdoc.check(copy) == [_stale(chartdoc.DOCS)]
 
 
 def test_check_fails_when_the_docs_lose_the_table_markers(copy: Path) -> None:
@@ -197,16 +170,17 @@ def test_check_fails_when_the_docs_lose_the_table_markers(copy: Path) -> None:
 
 
 def test_check_fails_when_a_value_has_no_comment(copy: Path) -> None:
-    _edit(copy / chartdoc.VALUES, "# -- Priority class of the operator pods.\n", "")
+    _edit(copy / chart_values.VALUES, "# -- Priority class of the operator pods.\n", "")
     problems = chartdoc.check(copy)
-    assert f"{chartdoc.VALUES}: priorityClassName has no `# --` comment" in problems[0]
+    assert f"{chart_values.VALUES}: priorityClassName has no `# --` comment" in problems[0]
 
 
-def test_check_fails_on_a_new_value_without_comment_or_schema(copy: Path) -> None:
-    _edit(copy / chartdoc.VALUES, "  workers: 8\n", "  workers: 8\n  burst: 4\n")
+def test_check_fails_on_a_new_value_without_comment_or_template(copy: Path) -> None:
+    _edit(copy / chart_values.VALUES, "  logLevel: info\n", "  logLevel: info\n  burst: 4\n")
     problems = chartdoc.check(copy)
     assert any("operator.burst has no `# --` comment" in p for p in problems), problems
-    assert any("no property for operator.burst" in p for p in problems), problems
+    assert any("operator.burst is read by no template" in p for p in problems), problems
+    assert _stale(chartdoc.SCHEMA) in problems
 
 
 def test_check_fails_on_a_symlink_in_the_chart(copy: Path) -> None:
@@ -220,7 +194,7 @@ def test_check_fails_on_a_symlink_in_the_chart(copy: Path) -> None:
 
 def test_generate_carries_a_comment_into_schema_and_docs(copy: Path) -> None:
     _edit(
-        copy / chartdoc.VALUES,
+        copy / chart_values.VALUES,
         "# -- Priority class of the operator pods.",
         "# -- Priority class of the operator pods, e.g. `system-cluster-critical`.\n"
         "# @default -- none",

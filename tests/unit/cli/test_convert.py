@@ -1,9 +1,9 @@
 """`dlk8s-operator convert` on every seed example (tests/data/seeds/).
 
 Each converted job is checked three ways: against the structural schema of its
-CRD in crds/ (a small checker below: types, enums, bounds, required and
-unknown fields; the CEL rules are the apiserver's, see
-tests/e2e/test_convert.py), against the operator's own validation, and
+CRD in crds/ (the small checker of tests/unit/support/crd_schema.py: types,
+enums, bounds, required and unknown fields; the CEL rules are the apiserver's,
+see tests/e2e/test_convert.py), against the operator's own validation, and
 against field values written here by hand from the seed READMEs. The notes on
 standard error are checked too: every rename and drop must be told.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import re
 from pathlib import Path
 from typing import Any
 
@@ -20,99 +19,14 @@ import pytest
 import yaml
 
 from dlk8s.cli import convert
-from dlk8s.job.kinds import KINDS
+
+from ..support.crd_schema import SCHEMAS, job_problems, schema_problems
+from ..support.paddle import edl_example
+from ..support.seeds import KWOK, SEEDS, TWINS
 
 ROOT = Path(__file__).resolve().parents[3]
-SEEDS = ROOT / "tests" / "data" / "seeds"
 SEED_FILES = sorted(SEEDS.glob("*.yaml"))
-EXAMPLES = ROOT / "examples" / "seeds"
 JOB_SEEDS = [p for p in SEED_FILES if p.name != "tfjob-controller-config.yaml"]
-
-
-# --- a small structural-schema checker -------------------------------------------
-
-
-def _crd_schemas() -> dict[str, dict[str, Any]]:
-    schemas = {}
-    for path in sorted((ROOT / "crds").glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
-        version = crd["spec"]["versions"][0]
-        schemas[crd["spec"]["names"]["kind"]] = version["schema"]["openAPIV3Schema"]
-    return schemas
-
-
-SCHEMAS = _crd_schemas()
-
-
-def _type_ok(value: Any, kind: str | None) -> bool:
-    checks = {
-        "object": lambda v: isinstance(v, dict),
-        "array": lambda v: isinstance(v, list),
-        "string": lambda v: isinstance(v, str),
-        "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-        "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-        "boolean": lambda v: isinstance(v, bool),
-    }
-    return kind is None or checks[kind](value)
-
-
-def schema_problems(value: Any, schema: dict[str, Any], path: str = "") -> list[str]:
-    """What the apiserver's structural checks would refuse or prune (CEL aside)."""
-    if value is None:
-        return [f"{path}: null (the apiserver drops it)"]
-    if schema.get("x-kubernetes-int-or-string"):
-        if isinstance(value, bool) or not isinstance(value, int | str):
-            return [f"{path}: neither an integer nor a string"]
-    elif (
-        "anyOf" in schema
-        and "type" not in schema
-        and all(schema_problems(value, s, path) for s in schema["anyOf"])
-    ):
-        return [f"{path}: matches none of anyOf"]
-    if not _type_ok(value, schema.get("type")):
-        return [f"{path}: {type(value).__name__}, not {schema['type']}"]
-    found: list[str] = []
-    if "enum" in schema and value not in schema["enum"]:
-        found.append(f"{path}: {value!r} not in {schema['enum']}")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            found.append(f"{path}: {value} below {schema['minimum']}")
-        if "maximum" in schema and value > schema["maximum"]:
-            found.append(f"{path}: {value} above {schema['maximum']}")
-    if isinstance(value, str):
-        if len(value) < schema.get("minLength", 0):
-            found.append(f"{path}: shorter than {schema['minLength']}")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            found.append(f"{path}: longer than {schema['maxLength']}")
-        if "pattern" in schema and not re.search(schema["pattern"], value):
-            found.append(f"{path}: {value!r} does not match {schema['pattern']}")
-    if isinstance(value, list):
-        if len(value) < schema.get("minItems", 0):
-            found.append(f"{path}: fewer than {schema['minItems']} items")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            found.append(f"{path}: more than {schema['maxItems']} items")
-        for index, item in enumerate(value):
-            found += schema_problems(item, schema.get("items", {}), f"{path}[{index}]")
-    if isinstance(value, dict):
-        properties = schema.get("properties", {})
-        extra = schema.get("additionalProperties")
-        for key in schema.get("required", []):
-            if key not in value:
-                found.append(f"{path}.{key}: required")
-        for key, item in value.items():
-            if key in properties:
-                found += schema_problems(item, properties[key], f"{path}.{key}")
-            elif isinstance(extra, dict):
-                found += schema_problems(item, extra, f"{path}.{key}")
-            elif properties and not schema.get("x-kubernetes-preserve-unknown-fields"):
-                found.append(f"{path}.{key}: unknown field (the apiserver would drop it)")
-    return found
-
-
-def job_problems(job: dict[str, Any]) -> list[str]:
-    schema = SCHEMAS[job["kind"]]
-    body = {k: v for k, v in job.items() if k != "metadata"}  # ObjectMeta is the apiserver's
-    return schema_problems(body, schema) + KINDS[job["kind"]].validate(job)
 
 
 # --- helpers ----------------------------------------------------------------------------
@@ -123,11 +37,15 @@ def converted(name: str, **options: Any) -> convert.Converted:
     return convert.convert_text(path.read_text(), name, convert.Options(**options))
 
 
-def only_job(name: str, **options: Any) -> tuple[dict[str, Any], list[str]]:
-    result = converted(name, **options)
+def one_job(result: convert.Converted) -> tuple[dict[str, Any], list[str]]:
+    """The one job a conversion that did not fail made, and its notes."""
     assert not result.failed, [str(n) for n in result.notes]
     assert len(result.jobs) == 1
     return result.jobs[0], [n.message for n in result.notes]
+
+
+def only_job(name: str, **options: Any) -> tuple[dict[str, Any], list[str]]:
+    return one_job(converted(name, **options))
 
 
 def roles(job: dict[str, Any], field: str) -> dict[str, dict[str, Any]]:
@@ -172,9 +90,7 @@ def test_the_schema_check_refuses_wrong_types_enums_and_bounds() -> None:
 @pytest.mark.parametrize("seed", JOB_SEEDS, ids=[p.stem for p in JOB_SEEDS])
 def test_every_seed_job_converts_into_a_job_the_crd_and_the_operator_accept(seed: Path) -> None:
     result = convert.convert_text(seed.read_text(), seed.name)
-    assert not result.failed, [str(n) for n in result.notes]
-    assert len(result.jobs) == 1
-    job = result.jobs[0]
+    job, _ = one_job(result)
     assert job["apiVersion"] == "dlk8s.io/v1alpha1"
     assert job_problems(job) == []
     # The apiVersion change is always told, as the first note about the job.
@@ -276,8 +192,7 @@ def test_mxjob_linear_changes_nothing_but_the_group() -> None:
 
 def test_mxjob_gpu_example_with_broken_anchors_mounts_the_share_in_every_replica() -> None:
     result = converted("mxjob-cifar-gpu.yaml")
-    assert not result.failed
-    (job,) = result.jobs
+    job, _ = one_job(result)
     share = {
         "name": "myshare",
         "azureFile": {"secretName": "mxsecret", "shareName": "mxsn", "readOnly": False},
@@ -334,32 +249,8 @@ def test_edl_trainingjob_becomes_a_camelcase_paddlejob() -> None:
     job, notes = only_job("trainingjob-edl.yaml")
     assert job["kind"] == "PaddleJob"
     assert job["metadata"] == {"name": "example"}
-    assert job["spec"] == {
-        "image": "yancey1989/edl-tutorial",
-        "port": 7164,
-        "portsNum": 1,
-        "portsNumForSparse": 1,
-        "faultTolerant": True,
-        "trainer": {
-            "entrypoint": "python /workspace/train_ft.py",
-            "workspace": "/workspace",
-            "passes": 50,
-            "minInstance": 2,
-            "maxInstance": 6,
-            "resources": {
-                "limits": {"cpu": "200m", "memory": "200Mi"},
-                "requests": {"cpu": "200m", "memory": "200Mi"},
-            },
-        },
-        "pserver": {
-            "minInstance": 2,
-            "maxInstance": 2,
-            "resources": {
-                "limits": {"cpu": "800m", "memory": "1Gi"},
-                "requests": {"cpu": "500m", "memory": "600Mi"},
-            },
-        },
-    }
+    # EDL's example as the PaddleJob tests have it, written from the same README.
+    assert job["spec"] == edl_example()["spec"]
     for old, new in (
         ("spec.ports_num", "spec.portsNum"),
         ("spec.ports_num_for_sparse", "spec.portsNumForSparse"),
@@ -373,17 +264,24 @@ def test_edl_trainingjob_becomes_a_camelcase_paddlejob() -> None:
     assert "kind: TrainingJob is now PaddleJob" in notes
 
 
-def test_edl_fields_without_a_dlk8s_counterpart_are_dropped_and_told() -> None:
-    text = """
+# An EDL TrainingJob's start: a volume for every pod of the job.
+EDL_WITH_VOLUMES = """
 apiVersion: paddlepaddle.org/v1
 kind: TrainingJob
 metadata: {name: edl}
 spec:
   image: paddle
-  host_network: true
-  passes: 3
   volumes: [{name: data, hostPath: {path: /data}}]
   VolumeMounts: [{name: data, mountPath: /data}]
+"""
+
+
+def test_edl_fields_without_a_dlk8s_counterpart_are_dropped_and_told() -> None:
+    text = (
+        EDL_WITH_VOLUMES
+        + """
+  host_network: true
+  passes: 3
   fault_tolerant: true
   master: {etcd-endpoint: "etcd:2379", resources: {requests: {cpu: "1"}}}
   trainer:
@@ -394,28 +292,62 @@ spec:
     replicaSpec: {}
   pserver: {min-instance: 1, max-instance: 1}
 """
-    result = convert.convert_text(text, "edl.yaml")
-    assert not result.failed, [str(n) for n in result.notes]
-    (job,) = result.jobs
+    )
+    job, notes = one_job(convert.convert_text(text, "edl.yaml"))
     assert job["spec"]["trainer"]["passes"] == 3  # top-level passes moved
-    assert job["spec"]["master"] == {"resources": {"requests": {"cpu": "1"}}}
+    assert job["spec"]["master"]["resources"] == {"requests": {"cpu": "1"}}
     for gone in ("host_network", "volumes", "VolumeMounts", "passes"):
         assert gone not in job["spec"]
-    notes = [n.message for n in result.notes]
     assert "spec.passes: moved to spec.trainer.passes" in notes
-    for path in ("spec.host_network", "spec.volumes", "spec.VolumeMounts",
-                 "spec.master.etcd-endpoint", "spec.trainer.etcd-endpoint",
+    for path in ("spec.host_network", "spec.master.etcd-endpoint", "spec.trainer.etcd-endpoint",
                  "spec.trainer.replicaSpec"):  # fmt: skip
         assert any(n.startswith(f"{path}: dropped") for n in notes), path
     assert job_problems(job) == []
 
 
-def test_seed_scheduler_name_and_termination_policy() -> None:
-    text = """
+def test_edls_volumes_and_mounts_go_to_every_roles_pod_template() -> None:
+    text = (
+        EDL_WITH_VOLUMES
+        + """
+  fault_tolerant: FT
+  trainer: {entrypoint: python train.py, min-instance: 2, max-instance: 2}
+  pserver: {min-instance: 1, max-instance: 1}
+"""
+    )
+    volumes = [{"name": "data", "hostPath": {"path": "/data"}}]
+    mounts = [{"name": "data", "mountPath": "/data"}]
+    expected = {
+        "spec": {"volumes": volumes, "containers": [{"name": "paddle", "volumeMounts": mounts}]}
+    }
+    for tolerant, roles in (
+        ("true", ("trainer", "pserver", "master")),
+        ("false", ("trainer", "pserver")),
+    ):
+        job, notes = one_job(convert.convert_text(text.replace("FT", tolerant), "edl.yaml"))
+        assert {r: job["spec"][r]["template"] for r in roles} == {r: expected for r in roles}
+        if tolerant == "false":
+            assert "master" not in job["spec"]  # a job that is not fault tolerant has none
+        assert job_problems(job) == []
+        where = ", ".join(f"spec.{r}.template.spec.volumes" for r in roles)
+        assert f"spec.volumes: moved to {where} (EDL gave them to every pod of the job)" in notes
+    # One list per pod: a change to one role's leaves the others'.
+    job["spec"]["trainer"]["template"]["spec"]["volumes"][0]["name"] = "changed"
+    assert job["spec"]["pserver"]["template"]["spec"]["volumes"][0]["name"] == "data"
+
+
+# The start of an MXJob of the MXNet fork, named mx: its spec's fields follow.
+SEED_MXJOB = """
 apiVersion: fioravanzo.org/v1alpha1
 kind: MXJob
 metadata: {name: mx}
 spec:
+"""
+
+
+def test_seed_scheduler_name_and_termination_policy() -> None:
+    text = (
+        SEED_MXJOB
+        + """\
   schedulerName: volcano
   mxImage: mxnet:1.3
   terminationPolicy: {chief: {replicaName: WORKER, replicaIndex: 0}}
@@ -425,15 +357,13 @@ spec:
     - {mxReplicaType: WORKER, replicas: 2,
        template: {spec: {schedulerName: other, containers: [{name: mxnet, image: mx}]}}}
 """
-    result = convert.convert_text(text, "mx.yaml")
-    assert not result.failed, [str(n) for n in result.notes]
-    (job,) = result.jobs
+    )
+    job, notes = one_job(convert.convert_text(text, "mx.yaml"))
     scheduler, worker = job["spec"]["replicaSpecs"]
     assert scheduler["psRootPort"] == 9100
     assert scheduler["template"]["spec"]["schedulerName"] == "volcano"
     assert worker["template"]["spec"]["schedulerName"] == "other"  # its own wins
     assert set(job["spec"]) == {"replicaSpecs"}
-    notes = [n.message for n in result.notes]
     assert any(n.startswith("spec.replicaSpecs[0].mxPort: renamed to") for n in notes)
     assert any(n.startswith("spec.terminationPolicy: dropped: its chief") for n in notes)
     assert any(n.startswith("spec.mxImage: dropped") for n in notes)
@@ -455,9 +385,9 @@ def test_the_controller_config_is_left_out_with_a_pointer_to_the_chart() -> None
 # --- what it cannot convert -------------------------------------------------------------------
 
 
-def test_a_training_operator_v1_tfjob_is_not_a_seed_shape() -> None:
+def test_a_training_operator_v1_mxjob_is_not_a_shape_convert_reads() -> None:
     text = (
-        "apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: t}\nspec: {tfReplicaSpecs: {}}"
+        "apiVersion: kubeflow.org/v1\nkind: MXJob\nmetadata: {name: m}\nspec: {mxReplicaSpecs: {}}"
     )
     result = convert.convert_text(text, "v1.yaml")
     assert result.failed
@@ -467,15 +397,14 @@ def test_a_training_operator_v1_tfjob_is_not_a_seed_shape() -> None:
 
 def test_a_job_dlk8s_would_refuse_is_printed_but_fails_the_run() -> None:
     # The MXNet fork ran servers without an mxnet container; dlk8s refuses them.
-    text = """
-apiVersion: fioravanzo.org/v1alpha1
-kind: MXJob
-metadata: {name: mx}
-spec:
+    text = (
+        SEED_MXJOB
+        + """\
   replicaSpecs:
     - {mxReplicaType: SCHEDULER, template: {spec: {containers: [{name: mxnet, image: a}]}}}
     - {mxReplicaType: SERVER, template: {spec: {containers: [{name: other, image: a}]}}}
 """
+    )
     result = convert.convert_text(text, "mx.yaml")
     assert result.failed
     assert len(result.jobs) == 1
@@ -492,7 +421,7 @@ def test_a_forward_alias_does_not_reach_into_another_document() -> None:
 
 
 def test_a_dlk8s_job_passes_through_unchanged() -> None:
-    text = (ROOT / "examples" / "kwok" / "tfjob.yaml").read_text()
+    text = (KWOK / "tfjob.yaml").read_text()
     result = convert.convert_text(text, "tfjob.yaml")
     assert result.jobs == [yaml.safe_load(text)]
     assert [n.message for n in result.notes] == ["already a dlk8s job: printed as it is"]
@@ -534,7 +463,7 @@ def test_command_prints_every_job_of_every_file_in_order() -> None:
 
 def test_command_exit_codes(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {name: x}\nspec: {}\n")
+    bad.write_text("apiVersion: kubeflow.org/v1\nkind: MXJob\nmetadata: {name: x}\nspec: {}\n")
     code, out, err = run("-f", str(SEEDS / "mxjob-linear-dist.yaml"), "-f", str(bad))
     assert code == 1
     assert [d["kind"] for d in yaml.safe_load_all(out)] == ["MXJob"]
@@ -543,18 +472,18 @@ def test_command_exit_codes(tmp_path: Path) -> None:
     assert "missing.yaml: cannot read" in err
 
 
-# --- examples/seeds is what convert prints ------------------------------------------------
+# --- tests/data/kwok holds what convert prints --------------------------------------------
 
 
-def test_examples_seeds_are_the_converted_seed_jobs() -> None:
-    """examples/seeds/ documents the conversion; a change of convert shows up there.
-
-    Regenerate one with:
-    .tools/venv/bin/python -m dlk8s.cli.convert -f tests/data/seeds/NAME.yaml
-    (and keep the header comment of the example).
-    """
-    expected = {p.name for p in JOB_SEEDS}
-    assert {p.name for p in EXAMPLES.glob("*.yaml")} == expected
-    for seed in JOB_SEEDS:
-        documents = list(yaml.safe_load_all((EXAMPLES / seed.name).read_text()))
-        assert documents == convert.convert_text(seed.read_text(), seed.name).jobs, seed.name
+def test_the_kwok_jobs_of_the_seeds_are_what_convert_prints() -> None:
+    """One dlk8s copy of each seed job, in tests/data/kwok/: convert's output,
+    but for the names made distinct where two seeds of a kind shared one (so
+    that they can run side by side in one namespace)."""
+    assert set(TWINS) == {p.name for p in JOB_SEEDS}
+    for seed, twin in TWINS.items():
+        if twin is None:
+            continue
+        [job] = convert.convert_text((SEEDS / seed).read_text(), seed).jobs
+        written = yaml.safe_load((KWOK / twin).read_text())
+        job["metadata"]["name"] = written["metadata"]["name"]
+        assert written == job, (seed, twin)

@@ -8,14 +8,15 @@ import copy
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from dlk8s.job.api import Observed
 from dlk8s.job.config import Admission
 from dlk8s.job.kept import kept_child, kept_job
+from dlk8s.job.kind import Observed
 from dlk8s.job.reconcile import Result, reconcile
 
-from ..kinds.test_paddlejob import CONFIG as PADDLE_CONFIG
-from ..kinds.test_paddlejob import PaddleWorld, edl_example
-from ..support.worlds import PODS, World, tfjob
+from ..support.endings import Graveyard, failure_rule, rules
+from ..support.paddle import CONFIG as PADDLE_CONFIG
+from ..support.paddle import PaddleWorld, edl_example
+from ..support.worlds import PODS, World, started, tfjob
 
 MANAGED = [{"manager": "kube-controller-manager", "operation": "Update", "fieldsV1": {"f:x": {}}}]
 
@@ -29,7 +30,8 @@ def as_served(obj: dict[str, Any]) -> dict[str, Any]:
         obj["spec"]["nodeName"] = "kwok-node-0"
         status = obj.setdefault("status", {})
         status |= {"hostIP": "10.0.0.1", "podIP": "10.0.0.2", "qosClass": "BestEffort"}
-        status["conditions"] = [{"type": "Ready", "status": "True"}]
+        ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-03-01T11:00:00Z"}
+        status["conditions"] = [*status.get("conditions", []), ready]
         for container in status.get("containerStatuses", []):
             container |= {"image": "tf", "ready": False, "restartCount": 0, "lastState": {}}
     if obj.get("kind") == "Service":
@@ -59,11 +61,13 @@ class CheckedPaddle(Checked, PaddleWorld):
     pass
 
 
+@dataclass
+class CheckedGraveyard(Checked, Graveyard):
+    pass
+
+
 def test_a_tfjob_from_creation_through_restarts_to_its_end() -> None:
-    world = Checked(tfjob())
-    world.settle()
-    world.run()
-    world.settle()
+    world = started(Checked(tfjob()))
     world.exit(PODS[1], 137)  # the worker: retryable, recreated after a back-off
     world.step()
     world.later(60)
@@ -82,10 +86,7 @@ def test_a_tfjob_from_creation_through_restarts_to_its_end() -> None:
 
 
 def test_pods_that_end_before_their_phase_says_so_through_the_cleanup_grace() -> None:
-    world = Checked(tfjob())
-    world.settle()
-    world.run()
-    world.settle()
+    world = started(Checked(tfjob()))
     world.exit(PODS[0], 0, phase="Running")  # the master, a sidecar still running
     world.pod(PODS[0])["status"]["containerStatuses"].append(
         {"name": "sidecar", "state": {"running": {"startedAt": "2026-03-01T11:00:00Z"}}}
@@ -102,9 +103,7 @@ def test_pods_that_end_before_their_phase_says_so_through_the_cleanup_grace() ->
 def test_a_master_evicted_under_restart_policy_never_fails_the_job_saying_why() -> None:
     world = Checked(tfjob())
     world.job["spec"]["replicaSpecs"][0]["restartPolicy"] = "Never"
-    world.settle()
-    world.run()
-    world.settle()
+    started(world)
     evicted = {"phase": "Failed", "reason": "Evicted", "message": "The node was low on memory."}
     world.pod(PODS[0])["status"] = evicted
     world.settle()
@@ -167,3 +166,20 @@ def test_a_kept_pod_is_a_fraction_of_the_pod() -> None:
     }
     assert "managedFields" not in kept_job(served)["metadata"]
     assert kept_job(served)["spec"] == served["spec"]
+
+
+def test_pods_disrupted_or_forgiven_by_a_rule_through_their_tombstones() -> None:
+    job = tfjob(runPolicy=rules(failure_rule("Ignore", codes=[3], roles=["WORKER"])))
+    world = started(CheckedGraveyard(job))
+    world.disrupt(PODS[2], then="terminate")
+    world.step()
+    world.vanish(PODS[2])
+    world.disrupt(PODS[3])
+    world.exit(PODS[1], 3)
+    world.later(60)
+    world.settle()
+    world.run()
+    world.settle()
+    status = world.job["status"]
+    assert (status["state"], status.get("restartCount", 0)) == ("Running", 0)
+    assert len(status["uncountedRestarts"]) == 3

@@ -11,9 +11,9 @@ import pytest
 
 from dlk8s.job.actions import Create
 
-from ..kinds.test_caffe2job import IN_MASTER
-from ..kinds.test_caffe2job import seed as caffe2_seed
-from ..kinds.test_paddlejob import edl_example
+from ..support.caffe2 import IN_MASTER
+from ..support.caffe2 import seed as caffe2_seed
+from ..support.paddle import edl_example
 from ..support.worlds import World, tfjob
 
 RESTRICTED = {

@@ -1,4 +1,4 @@
-"""Exit codes, restart decisions, replica status and conditions."""
+"""Exit codes, restart decisions and replica status."""
 
 from __future__ import annotations
 
@@ -11,15 +11,12 @@ from dlk8s.job.policy import (
     ExitClass,
     PodOutcome,
     classify_exit_code,
-    clean_conditions,
-    clear_condition,
+    counted_pods,
     decide,
     phase_counts,
     pod_outcome,
-    pod_total,
     replica_state,
     restart_delay,
-    set_condition,
 )
 
 
@@ -116,52 +113,13 @@ def test_phase_counts_and_replica_state() -> None:
     assert replica_state({}, 0) == "Unknown"
 
 
-def test_pod_total_reads_a_previous_status_leniently() -> None:
+def test_counted_pods_reads_a_previous_status_leniently() -> None:
     statuses = [
-        {"replicaType": "PS", "replicasStates": {"Running": 2, "Failed": 1, "Bad": "x", "Neg": -4}}
-    ]
-    assert pod_total(statuses, "PS") == 3
-    assert pod_total(statuses, "WORKER") == 0
-    assert pod_total("garbage", "PS") == 0
-
-
-def test_a_condition_transition_time_moves_only_when_its_status_flips() -> None:
-    conditions = set_condition([], "Running", True, "Running", "m1", "T1")
-    assert conditions == [
-        {
-            "type": "Running",
-            "status": "True",
-            "reason": "Running",
-            "message": "m1",
-            "lastTransitionTime": "T1",
-            "lastUpdateTime": "T1",
-        }
-    ]
-    assert set_condition(conditions, "Running", True, "Running", "m1", "T2") is conditions
-    changed = set_condition(conditions, "Running", True, "Running", "m2", "T3")
-    assert (changed[0]["lastTransitionTime"], changed[0]["lastUpdateTime"]) == ("T1", "T3")
-    flipped = set_condition(changed, "Running", False, "Restarting", "m3", "T4")
-    assert (flipped[0]["lastTransitionTime"], flipped[0]["status"]) == ("T4", "False")
-
-
-def test_clear_condition_does_not_invent_conditions() -> None:
-    assert clear_condition([], "Restarting", "Recovered", "m", "T") == []
-
-
-def test_conditions_keep_a_fixed_order() -> None:
-    conditions = set_condition([], "Failed", True, "X", "m", "T")
-    conditions = set_condition(conditions, "Created", True, "Y", "m", "T")
-    conditions = set_condition(conditions, "Running", False, "Z", "m", "T")
-    assert [c["type"] for c in conditions] == ["Created", "Running", "Failed"]
-
-
-def test_clean_conditions_drops_garbage_and_duplicates() -> None:
-    raw = [
         None,
-        {"type": "Running", "status": "True"},
-        {"status": "x"},
-        {"type": "Running"},
-        {"type": 3},
+        {"replicaType": ["PS"], "replicasStates": {"Running": 7}},
+        {"replicaType": "PS", "replicasStates": {"Running": 2, "Failed": 1, "Bad": "x", "Neg": -4}},
+        {"replicaType": "PS", "replicasStates": {"Running": 5}},  # the first entry of a role counts
+        {"replicaType": "WORKER", "replicasStates": "garbage"},
     ]
-    assert clean_conditions(raw) == [{"type": "Running", "status": "True"}]
-    assert clean_conditions({"not": "a list"}) == []
+    assert counted_pods(statuses) == {"PS": 3, "WORKER": 0}
+    assert counted_pods("garbage") == {}

@@ -1,6 +1,6 @@
 """The reconcile engine on a TFJob, against a small in-memory world.
 
-The world (tests/unit/worlds.py) plays the I/O side. Expected values are
+The world (tests/unit/support/worlds.py) plays the I/O side. Expected values are
 written by hand from the semantics, never copied from an output.
 """
 
@@ -14,7 +14,10 @@ import pytest
 from dlk8s.job import naming
 from dlk8s.job.actions import Create, Delete, DeleteJob, Event
 from dlk8s.job.config import parse_config
+from dlk8s.job.reconcile import reconcile
 from dlk8s.job.reconcile.finished import CLEANUP_GRACE_SECONDS
+from dlk8s.runtime.childindex import ChildIndex
+from dlk8s.runtime.informer import ADDED
 
 from ..support.worlds import (
     CONFIG,
@@ -29,6 +32,7 @@ from ..support.worlds import (
     deletes,
     events,
     running_world,
+    started,
     tfjob,
 )
 
@@ -262,10 +266,7 @@ def test_a_worker_that_ends_within_the_grace_is_kept_for_its_log() -> None:
 def test_without_a_running_pod_there_is_no_grace_to_wait() -> None:
     job = tfjob()
     job["spec"]["replicaSpecs"] = job["spec"]["replicaSpecs"][:1]  # a lone MASTER
-    world = World(job)
-    world.settle()
-    world.run()
-    world.settle()
+    world = started(World(job))
     world.exit("example-job-master-0", 0)
     result = world.step()
     assert result.status["state"] == "Succeeded"
@@ -287,9 +288,7 @@ def test_a_failed_job_stops_what_still_runs_at_once() -> None:
 
 def test_cleanup_stops_a_pod_whose_sidecar_still_runs() -> None:
     world = running_world()
-    world.exit("example-job-master-0", 0, phase="Running")
-    statuses = world.pod("example-job-master-0")["status"]["containerStatuses"]
-    statuses.append({"name": "redis", "state": {"running": {}}})
+    world.exit("example-job-master-0", 0, beside="redis")
     world.step()
     world.past_cleanup_grace()
     assert "example-job-master-0" in deletes(world.step(), "Pod")
@@ -385,13 +384,7 @@ def test_back_off_doubles_with_each_restart() -> None:
 
 def test_master_container_decides_even_while_a_sidecar_runs() -> None:
     world = running_world()
-    world.pod("example-job-master-0")["status"] = {
-        "phase": "Running",
-        "containerStatuses": [
-            {"name": "tensorflow", "state": {"terminated": {"exitCode": 0}}},
-            {"name": "sidecar", "state": {"running": {}}},
-        ],
-    }
+    world.exit("example-job-master-0", 0, beside="sidecar")
     assert world.step().status["state"] == "Succeeded"
     world.past_cleanup_grace()
     assert "example-job-master-0" in deletes(world.step(), "Pod")  # still running: stopped
@@ -454,10 +447,7 @@ def test_a_vanished_pod_is_recreated_and_counted() -> None:
 def test_restart_policy_never_makes_a_worker_failure_final() -> None:
     job = tfjob()
     job["spec"]["replicaSpecs"][1]["restartPolicy"] = "Never"
-    world = World(job)
-    world.settle()
-    world.run()
-    world.settle()
+    world = started(World(job))
     world.exit("example-job-worker-0", 137)
     status = world.step().status
     assert (status["state"], status["reason"]) == ("Failed", "ReplicaFailed")
@@ -496,10 +486,7 @@ def test_a_pod_lost_while_its_peer_is_replaced_is_still_counted() -> None:
     when the next pass sees it gone."""
     job = tfjob()
     job["spec"]["replicaSpecs"][1]["replicas"] = 2
-    world = World(job)
-    world.settle()
-    world.run()
-    world.settle()
+    world = started(World(job))
     world.exit("example-job-worker-0", 1, at=NOW - timedelta(minutes=1))
     world.vanish("example-job-worker-1")
     first = world.step()
@@ -675,10 +662,7 @@ def test_suspend_deletes_pods_keeps_services_and_resume_starts_afresh() -> None:
 def test_scaling_down_deletes_the_extra_pods_without_counting_restarts() -> None:
     job = tfjob()
     job["spec"]["replicaSpecs"][1]["replicas"] = 3
-    world = World(job)
-    world.settle()
-    world.run()
-    world.settle()
+    world = started(World(job))
     world.job["spec"]["replicaSpecs"][1]["replicas"] = 1
     world.job["metadata"]["generation"] = 2
     result = world.step()
@@ -698,13 +682,22 @@ def test_a_stray_holding_a_slot_name_is_deleted_before_the_slot_is_filled() -> N
     assert creates(world.step(), "Pod") == ["example-job-worker-0"]
 
 
-def test_children_of_another_job_are_ignored() -> None:
+def test_children_of_another_job_never_reach_its_pass() -> None:
+    """reconcile trusts Observed to hold only the job's own children
+    (kind.Observed): the runtime's index files each child under the uid of
+    the job that controls it, whatever its labels say."""
     world = running_world()
     foreign = copy.deepcopy(world.pod("example-job-worker-0"))
     foreign["metadata"]["name"] = "example-job-worker-7"
     foreign["metadata"]["ownerReferences"][0]["uid"] = "some-other-job"
-    world.children[("Pod", "example-job-worker-7")] = foreign
-    assert world.reconcile().actions == []
+    index = ChildIndex()
+    groups = {"Pod": "pods", "Service": "services", "ConfigMap": "configmaps"}
+    for child in [*world.children.values(), foreign]:
+        index.apply(groups[child["kind"]], ADDED, child)
+    assert index.observed("some-other-job").pods == [foreign]
+    observed = index.observed(UID)
+    assert len(observed.pods) == len(PODS)
+    assert reconcile(world.job, observed, CONFIG, world.now).actions == []
 
 
 # --- what the engine refuses -----------------------------------------------------

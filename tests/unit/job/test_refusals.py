@@ -12,23 +12,19 @@ import contextlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from dlk8s.job.api import EventType, Reason
+import pytest
+
+from dlk8s.job.names import EventType, Reason
 from dlk8s.runtime.controller import Controller
 from dlk8s.runtime.errors import ApiError, api_error
 from dlk8s.runtime.informer import Cache
 
-from ..runtime.test_controller_sync import (
-    FIRST_PASS,
-    KEY,
-    count,
-    drain,
-    retried,
-    run_one,
-    submitted,
-    watch_catches_up,
-)
+from ..support.controller import FIRST_PASS, KEY, drain, retried, run_one, watch_catches_up
 from ..support.fakes import RecordingKube, api_status
 from ..support.worlds import PODS
+
+# Every pass here is of the seed's TFJob, in its cache before the test starts.
+pytestmark = pytest.mark.usefixtures("submitted_job")
 
 MASTER = "example-job-master-0"
 
@@ -68,9 +64,8 @@ def reasons(kube: RecordingKube) -> list[tuple[str, str]]:
 
 
 def test_a_refused_create_is_in_the_status_with_the_api_servers_words(
-    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+    controller: Controller, kube: RecordingKube
 ) -> None:
-    submitted(job_caches)
     refuse(kube, PODS)
     run_one(controller)
     status = written_status(kube)
@@ -93,24 +88,17 @@ def test_a_refused_create_is_in_the_status_with_the_api_servers_words(
 
 
 def test_a_refused_job_is_retried_with_back_off(
-    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+    controller: Controller, kube: RecordingKube
 ) -> None:
-    submitted(job_caches)
     refuse(kube, [MASTER])
-    errors = count("dlk8s_reconcile_total", kind="TFJob", result="error")
-    run_one(controller)
+    assert run_one(controller) == ["error"]
     assert controller.queue.failures(KEY) == 1
     assert retried(controller)
-    assert count("dlk8s_reconcile_total", kind="TFJob", result="error") == errors + 1
 
 
 def test_no_successful_create_event_names_a_refused_pod(
-    controller: Controller,
-    kube: RecordingKube,
-    job_caches: dict[str, Cache],
-    api_pool: ThreadPoolExecutor,
+    controller: Controller, kube: RecordingKube, api_pool: ThreadPoolExecutor
 ) -> None:
-    submitted(job_caches)
     refuse(kube, [MASTER])
     run_one(controller)
     drain(api_pool)
@@ -123,10 +111,7 @@ def test_no_successful_create_event_names_a_refused_pod(
     assert failed["message"].startswith(f'pods "{MASTER}" is forbidden: violates PodSecurity')
 
 
-def test_only_the_created_pods_are_counted(
-    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
-) -> None:
-    submitted(job_caches)
+def test_only_the_created_pods_are_counted(controller: Controller, kube: RecordingKube) -> None:
     refuse(kube, [MASTER, "example-job-ps-1"])
     run_one(controller)
     counted = {
@@ -136,9 +121,8 @@ def test_only_the_created_pods_are_counted(
 
 
 def test_a_pod_refused_for_another_reason_is_not_counted_either(
-    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+    controller: Controller, kube: RecordingKube
 ) -> None:
-    submitted(job_caches)
     refuse(kube, [MASTER])
     kube.failures[("create", "pods", "example-job-worker-0")] = ApiError(500, "Server Error")
     run_one(controller)
@@ -151,7 +135,6 @@ def test_a_pod_refused_for_another_reason_is_not_counted_either(
 def test_the_job_recovers_by_itself_once_the_cause_is_gone(
     controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
 ) -> None:
-    submitted(job_caches)
     refuse(kube, PODS)
     run_one(controller)
     kube.failures.clear()  # the namespace's policy was relaxed
@@ -177,7 +160,6 @@ def test_a_repeated_refusal_is_counted_on_one_event(
     job_caches: dict[str, Cache],
     api_pool: ThreadPoolExecutor,
 ) -> None:
-    submitted(job_caches)
     refuse(kube, PODS)
     for _ in range(3):
         with contextlib.suppress(ApiError):
@@ -192,12 +174,8 @@ def test_a_repeated_refusal_is_counted_on_one_event(
 
 
 def test_an_unknown_template_field_fails_the_job_naming_it(
-    controller: Controller,
-    kube: RecordingKube,
-    job_caches: dict[str, Cache],
-    api_pool: ThreadPoolExecutor,
+    controller: Controller, kube: RecordingKube, api_pool: ThreadPoolExecutor
 ) -> None:
-    submitted(job_caches)
     worker = "example-job-worker-0"
     kube.failures[("create", "pods", worker)] = unknown_field("spec.containers[0].resource")
     run_one(controller)
@@ -216,10 +194,9 @@ def test_an_unknown_template_field_fails_the_job_naming_it(
 
 
 def test_a_job_fully_created_writes_what_it_did_before(
-    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+    controller: Controller, kube: RecordingKube
 ) -> None:
     """Nothing refused: the pass is what it always was."""
-    submitted(job_caches)
     run_one(controller)
     assert sorted(kube.writes()) == FIRST_PASS
     assert "reason" in written_status(kube)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.job.kinds.tfjob import validate
+from dlk8s.job.kinds.tfjob import TFJOB
 from dlk8s.job.validation import metadata_problems, run_policy_problems
 
 MASTER = {
@@ -30,7 +30,7 @@ def with_master(**changes: Any) -> dict[str, Any]:
 
 def test_the_seed_example_is_valid() -> None:
     worker = {**copy.deepcopy(MASTER), "tfReplicaType": "WORKER"}
-    assert validate(job(MASTER, worker, {"tfReplicaType": "PS", "replicas": 2})) == []
+    assert TFJOB.validate(job(MASTER, worker, {"tfReplicaType": "PS", "replicas": 2})) == []
 
 
 @pytest.mark.parametrize(
@@ -119,7 +119,7 @@ def test_the_seed_example_is_valid() -> None:
     ],
 )
 def test_problems(the_job: dict[str, Any], problem: str | None) -> None:
-    problems = validate(the_job)
+    problems = TFJOB.validate(the_job)
     if problem is None:
         assert problems == []
     else:
@@ -127,7 +127,7 @@ def test_problems(the_job: dict[str, Any], problem: str | None) -> None:
 
 
 def test_a_ps_may_omit_its_template() -> None:
-    assert validate(job(MASTER, {"tfReplicaType": "PS", "replicas": 3})) == []
+    assert TFJOB.validate(job(MASTER, {"tfReplicaType": "PS", "replicas": 3})) == []
 
 
 def test_metadata_problems() -> None:

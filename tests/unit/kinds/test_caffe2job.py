@@ -9,59 +9,45 @@ copied from an output.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from dlk8s.job import naming
-from dlk8s.job.actions import Create, Event
+from dlk8s.job.actions import Create
 from dlk8s.job.config import parse_config
 from dlk8s.job.reconcile import Observed, reconcile
 
-from ..support.malformed import check, mutations
-from ..support.worlds import NOW, World, condition, creates, deletes
-
-UID = "c2c2c2c2-0000-4000-8000-00000000c002"
-RUNTIME_ID = naming.runtime_id(UID)
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "kwok"
-CONFIG = parse_config({})
-IN_MASTER = "example-job-redis-in-master"
-REDIS_SERVICE = f"{IN_MASTER}-redis"
-
-
-def seed(name: str) -> dict[str, Any]:
-    job: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
-    job["metadata"] |= {"namespace": "default", "uid": UID, "generation": 1}
-    return job
+from ..support.caffe2 import CONFIG, IN_MASTER, REDIS_SERVICE, RUNTIME_ID, UID, seed
+from ..support.malformed import check_every_mutation, check_every_running_mutation
+from ..support.worlds import (
+    NOW,
+    World,
+    condition_message,
+    creates,
+    deletes,
+    first_children,
+    invalid_spec,
+    replica_job,
+    retried,
+    started,
+)
 
 
 def caffe2job(roles: dict[str, int], **backend: Any) -> dict[str, Any]:
     """A job named j in ns with these replica counts, each with a caffe2 container."""
-    specs = [
-        {
-            "replicaType": role,
-            "replicas": count,
-            "template": {"spec": {"containers": [{"name": "caffe2", "image": "caffe2:1"}]}},
-        }
-        for role, count in roles.items()
-    ]
-    return {
-        "apiVersion": "dlk8s.io/v1alpha1",
-        "kind": "Caffe2Job",
-        "metadata": {"name": "j", "namespace": "ns", "uid": UID, "generation": 1},
-        "spec": {"backendSpecs": backend or {"backendType": "redis"}, "replicaSpecs": specs},
-    }
+    caffe2 = {"name": "caffe2", "image": "caffe2:1"}
+    return replica_job(
+        "Caffe2Job",
+        roles,
+        role_field="replicaType",
+        main=caffe2,
+        uid=UID,
+        backendSpecs=backend or {"backendType": "redis"},
+    )
 
 
 def children(job: dict[str, Any]) -> dict[tuple[str, str], Any]:
-    result = reconcile(job, Observed(), CONFIG, NOW)
-    return {
-        (a.obj["kind"], a.obj["metadata"]["name"]): a.obj
-        for a in result.actions
-        if isinstance(a, Create)
-    }
+    return first_children(job, CONFIG)
 
 
 def container(pod: dict[str, Any], name: str = "caffe2") -> dict[str, Any]:
@@ -83,11 +69,7 @@ def env(pod: dict[str, Any]) -> dict[str, str]:
 
 
 def running(job: dict[str, Any]) -> World:
-    world = World(job, config=CONFIG)
-    world.settle()
-    world.run()
-    world.settle()
-    return world
+    return started(World(job, config=CONFIG))
 
 
 def seed_labels(job: str, role: str, index: int, task_index: int) -> dict[str, str]:
@@ -339,7 +321,7 @@ def test_nfs_without_a_server_uses_the_templates_own_mount() -> None:
     assert env(master)["FILE_STORE_PATH"] == "/shared/run"
 
     del job["spec"]["replicaSpecs"][1]["template"]["spec"]["containers"][0]["volumeMounts"]
-    message = _invalid(job)
+    message = invalid_spec(job, CONFIG)
     assert "spec.replicaSpecs[1].template.spec.containers" in message
     assert "/shared/run" in message
     assert "spec.replicaSpecs[0]" not in message
@@ -405,13 +387,7 @@ def test_a_redis_of_the_users_own_as_a_plain_container_is_stopped_at_cleanup() -
     own = {"name": "redis", "image": "mirror.local/redis:7"}
     job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"].append(own)
     world = running(job)
-    world.pod("j-master-0")["status"] = {
-        "phase": "Running",
-        "containerStatuses": [
-            {"name": "caffe2", "state": {"terminated": {"exitCode": 0}}},
-            {"name": "redis", "state": {"running": {}}},
-        ],
-    }
+    world.exit("j-master-0", 0, container="caffe2", beside="redis")
     assert world.step().status["state"] == "Succeeded"
     world.past_cleanup_grace()
     # Nothing else would ever stop it: cleanPodPolicy Running does.
@@ -444,9 +420,7 @@ def test_without_a_master_the_job_succeeds_when_every_worker_has() -> None:
     world.exit("example-job-worker-0", 0, container="caffe2")
     result = world.step()
     assert result.status["state"] == "Succeeded"
-    succeeded = condition(result.status, "Succeeded")
-    assert succeeded is not None
-    assert succeeded["message"].startswith("all 2 WORKER pods succeeded")
+    assert condition_message(result.status, "Succeeded").startswith("all 2 WORKER pods succeeded")
     world.past_cleanup_grace()
     world.settle()
     assert world.job["status"]["phase"] == "Done"
@@ -455,12 +429,7 @@ def test_without_a_master_the_job_succeeds_when_every_worker_has() -> None:
 
 def test_without_a_master_a_worker_exit_1_fails_the_job_and_137_retries_it() -> None:
     world = running(seed("caffe2job-redis.yaml"))
-    world.exit("example-job-worker-0", 137, container="caffe2")
-    world.later(10)
-    assert deletes(world.step(), "Pod") == ["example-job-worker-0"]
-    assert creates(world.step(), "Pod") == ["example-job-worker-0"]
-    world.run()
-    world.settle()
+    retried(world, "example-job-worker-0", 137, "caffe2")
     world.exit("example-job-worker-1", 1, container="caffe2")
     result = world.step()
     assert (result.status["state"], result.status["reason"]) == ("Failed", "ReplicaFailed")
@@ -468,14 +437,6 @@ def test_without_a_master_a_worker_exit_1_fails_the_job_and_137_retries_it() -> 
 
 
 # --- what the CRD may not have caught ---------------------------------------------------
-
-
-def _invalid(job: dict[str, Any]) -> str:
-    result = reconcile(job, Observed(), CONFIG, NOW)
-    assert (result.status["state"], result.status["reason"]) == ("Failed", "InvalidSpec")
-    assert creates(result, "Pod") == []
-    [event] = [a for a in result.actions if isinstance(a, Event)]
-    return event.message
 
 
 @pytest.mark.parametrize(
@@ -526,13 +487,13 @@ def _invalid(job: dict[str, Any]) -> str:
     ],
 )
 def test_invalid_specs_name_the_problem(job: dict[str, Any], message: str) -> None:
-    assert message in _invalid(job)
+    assert message in invalid_spec(job, CONFIG)
 
 
 def test_every_shard_needs_a_caffe2_container() -> None:
     job = seed("caffe2job-redis-in-master.yaml")
     job["spec"]["replicaSpecs"][1]["template"]["spec"]["containers"][0]["name"] = "trainer"
-    message = _invalid(job)
+    message = invalid_spec(job, CONFIG)
     assert 'spec.replicaSpecs[1].template.spec.containers: no container named "caffe2"' in message
 
 
@@ -540,18 +501,10 @@ def test_malformed_fields_never_raise() -> None:
     job = seed("caffe2job-redis-in-master.yaml")
     job["spec"]["backendSpecs"]["redisPort"] = 6380
     job["spec"]["replicaSpecs"][1]["template"]["spec"]["hostNetwork"] = True
-    count = 0
-    for mutated in mutations(job):
-        check(reconcile(mutated, Observed(), CONFIG, NOW), mutated)
-        count += 1
-    assert count > 300
-    for mutated in mutations(seed("caffe2job-nfs.yaml")):
-        check(reconcile(mutated, Observed(), CONFIG, NOW), mutated)
+    assert check_every_mutation(job, CONFIG, NOW) > 300
+    check_every_mutation(seed("caffe2job-nfs.yaml"), CONFIG, NOW)
 
 
 def test_malformed_fields_of_a_running_job_never_raise() -> None:
     world = running(seed("caffe2job-redis-in-master.yaml"))
-    observed = world.observed()
-    job = world.job
-    for mutated in mutations({"metadata": job["metadata"], "spec": job["spec"]}):
-        check(reconcile(job | mutated, observed, CONFIG, NOW), job | mutated)
+    check_every_running_mutation(world.job, world.observed(), CONFIG, NOW)

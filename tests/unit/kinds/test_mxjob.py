@@ -8,19 +8,27 @@ psRootPort, default 9091), never copied from an output.
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from dlk8s.job import naming
-from dlk8s.job.actions import Create, Event
 from dlk8s.job.config import parse_config
-from dlk8s.job.reconcile import Observed, reconcile
 
-from ..support.malformed import check, mutations
-from ..support.worlds import NOW, World, condition, creates, deletes, events
+from ..support.malformed import check_every_mutation, check_every_running_mutation
+from ..support.seeds import kwok_job
+from ..support.worlds import (
+    NOW,
+    World,
+    condition,
+    creates,
+    deletes,
+    events,
+    first_children,
+    invalid_spec,
+    replica_job,
+    started,
+)
 
 UID = "0b7e5c1e-0000-4000-8000-00000000a001"
 RUNTIME_ID = naming.runtime_id(UID)
@@ -36,41 +44,21 @@ GPU_CONFIG = parse_config(
         }
     }
 )
-EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "kwok"
 LINEAR = ["mx-test-dist-scheduler-0", "mx-test-dist-server-0", "mx-test-dist-worker-0"]
 
 
 def seed(name: str) -> dict[str, Any]:
-    job: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
-    job["metadata"] |= {"namespace": "ns", "uid": UID, "generation": 1}
-    return job
+    return kwok_job(name, namespace="ns", uid=UID)
 
 
 def mxjob(roles: dict[str, int], **spec: Any) -> dict[str, Any]:
     """A job named j with these replica counts, each with an mxnet container."""
-    specs = [
-        {
-            "mxReplicaType": role,
-            "replicas": count,
-            "template": {"spec": {"containers": [{"name": "mxnet", "image": "mx:1"}]}},
-        }
-        for role, count in roles.items()
-    ]
-    return {
-        "apiVersion": "dlk8s.io/v1alpha1",
-        "kind": "MXJob",
-        "metadata": {"name": "j", "namespace": "ns", "uid": UID, "generation": 1},
-        "spec": {"replicaSpecs": specs, **spec},
-    }
+    mxnet = {"name": "mxnet", "image": "mx:1"}
+    return replica_job("MXJob", roles, role_field="mxReplicaType", main=mxnet, uid=UID, **spec)
 
 
 def children(job: dict[str, Any], config: Any = GPU_CONFIG) -> dict[tuple[str, str], Any]:
-    result = reconcile(job, Observed(), config, NOW)
-    return {
-        (a.obj["kind"], a.obj["metadata"]["name"]): a.obj
-        for a in result.actions
-        if isinstance(a, Create)
-    }
+    return first_children(job, config)
 
 
 def mxnet(pod: dict[str, Any]) -> dict[str, Any]:
@@ -83,11 +71,7 @@ def env(pod: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def running(job: dict[str, Any]) -> World:
-    world = World(job)
-    world.settle()
-    world.run()
-    world.settle()
-    return world
+    return started(World(job))
 
 
 # --- the seed examples --------------------------------------------------------
@@ -334,15 +318,6 @@ def _with_policy(policy: str) -> dict[str, Any]:
 # --- what the CRD may not have caught ------------------------------------------
 
 
-def _invalid(job: dict[str, Any]) -> str:
-    result = reconcile(job, Observed(), GPU_CONFIG, NOW)
-    assert result.status["state"] == "Failed"
-    assert result.status["reason"] == "InvalidSpec"
-    assert creates(result, "Pod") == []
-    [event] = [a for a in result.actions if isinstance(a, Event)]
-    return event.message
-
-
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -383,23 +358,16 @@ def _invalid(job: dict[str, Any]) -> str:
 def test_invalid_specs_name_the_problem(change: Any, message: str) -> None:
     job = seed("mxjob-linear-dist.yaml")
     change(job)
-    assert message in _invalid(job)
+    assert message in invalid_spec(job, GPU_CONFIG)
 
 
 def test_malformed_fields_never_raise() -> None:
     job = seed("mxjob-cifar-gpu.yaml")
     job["spec"]["replicaSpecs"][0]["psRootPort"] = 9000
     job["spec"]["runPolicy"] = {"cleanPodPolicy": "All", "backoffLimit": 2}
-    count = 0
-    for mutated in mutations(job):
-        check(reconcile(mutated, Observed(), GPU_CONFIG, NOW), mutated)
-        count += 1
-    assert count > 500
+    assert check_every_mutation(job, GPU_CONFIG, NOW) > 500
 
 
 def test_malformed_fields_of_a_running_job_never_raise() -> None:
     world = running(seed("mxjob-linear-dist.yaml"))
-    observed = world.observed()
-    job = world.job
-    for mutated in mutations({"metadata": job["metadata"], "spec": job["spec"]}):
-        check(reconcile(job | mutated, observed, GPU_CONFIG, NOW), job | mutated)
+    check_every_running_mutation(world.job, world.observed(), GPU_CONFIG, NOW)

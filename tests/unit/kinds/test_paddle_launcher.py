@@ -2,7 +2,7 @@
 
 EDL's images carried paddle_k8s; no image since does. The launcher runs it
 where it is, and otherwise ENTRY in TRAINER_PACKAGE (see
-dlk8s.job.kinds.paddlejob.LAUNCHER).
+dlk8s.job.kinds.paddle_pods.LAUNCHER).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dlk8s.job.kinds.paddlejob import LAUNCHER
+from dlk8s.job.kinds.paddle_pods import LAUNCHER
 
 
 def launch(tmp_path: Path, *arguments: str, **env: str) -> subprocess.CompletedProcess[str]:

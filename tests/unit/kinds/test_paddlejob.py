@@ -8,101 +8,24 @@ from __future__ import annotations
 
 import copy
 import random
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from dlk8s.job.actions import Create, Event, Patch
 from dlk8s.job.config import Admission, parse_config
-from dlk8s.job.kinds.paddlejob import (
-    LAUNCHER,
+from dlk8s.job.kinds.paddle_spec import (
     TrainerDecision,
     scale_reason,
     trainer_count,
 )
 from dlk8s.job.reconcile import Result
 
-from ..support.worlds import World, creates, deletes, events
-
-CONFIG = parse_config({})
-
-
-def launched(*arguments: str) -> list[str]:
-    """A container command: EDL's paddle_k8s with these arguments where the
-    image has it (the launcher's fallback is tested in test_paddle_launcher)."""
-    return ["sh", "-c", LAUNCHER, "paddle_k8s", *arguments]
-
-
-UID = "0c1d2e3f-0000-4000-8000-0000000000aa"
-
-
-def edl_example(**spec: Any) -> dict[str, Any]:
-    """EDL's example training job (examples/kwok/paddlejob-edl.yaml)."""
-    job: dict[str, Any] = {
-        "apiVersion": "dlk8s.io/v1alpha1",
-        "kind": "PaddleJob",
-        "metadata": {"name": "example", "namespace": "ns", "uid": UID, "generation": 1},
-        "spec": {
-            "image": "yancey1989/edl-tutorial",
-            "port": 7164,
-            "portsNum": 1,
-            "portsNumForSparse": 1,
-            "faultTolerant": True,
-            "trainer": {
-                "entrypoint": "python /workspace/train_ft.py",
-                "workspace": "/workspace",
-                "passes": 50,
-                "minInstance": 2,
-                "maxInstance": 6,
-                "resources": {
-                    "limits": {"cpu": "200m", "memory": "200Mi"},
-                    "requests": {"cpu": "200m", "memory": "200Mi"},
-                },
-            },
-            "pserver": {
-                "minInstance": 2,
-                "maxInstance": 2,
-                "resources": {
-                    "limits": {"cpu": "800m", "memory": "1Gi"},
-                    "requests": {"cpu": "500m", "memory": "600Mi"},
-                },
-            },
-        },
-    }
-    job["spec"].update(spec)
-    return job
-
-
-@dataclass
-class PaddleWorld(World):
-    """The reconcile test world, plus merge patches of pod annotations."""
-
-    def apply(self, result: Result, graceful: bool = False) -> None:
-        super().apply(result, graceful)
-        for action in result.actions:
-            if isinstance(action, Patch) and action.kind == "Pod":
-                pod = self.children.get(("Pod", action.name))
-                meta = action.patch["metadata"]
-                if pod is None or pod["metadata"]["uid"] != meta["uid"]:
-                    continue
-                pod["metadata"].setdefault("annotations", {}).update(meta.get("annotations", {}))
-                pod["spec"].update(action.patch.get("spec", {}))
-
-    def scale(self, count: object, reason: str | None = None) -> None:
-        annotations = self.job["metadata"].setdefault("annotations", {})
-        annotations["dlk8s.io/trainers"] = str(count)
-        if reason is not None:
-            annotations["dlk8s.io/trainers-reason"] = reason
-
-    def exit(self, name: str, code: int, at: Any = None, container: str = "paddle") -> None:
-        super().exit(name, code, at, container)
+from ..support.paddle import CONFIG, EDL_EXAMPLE_ENV, PaddleWorld, edl_example, launched
+from ..support.worlds import World, creates, deletes, events, started
 
 
 def running(job: dict[str, Any] | None = None) -> PaddleWorld:
-    world = PaddleWorld(job or edl_example(), config=CONFIG)
-    world.settle()
-    world.run()
-    world.settle()
-    return world
+    return started(PaddleWorld(job or edl_example(), config=CONFIG))
 
 
 def env(pod: dict[str, Any]) -> dict[str, Any]:
@@ -147,23 +70,7 @@ def test_edl_example_trainer_variables() -> None:
         "NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
         "POD_IP": {"fieldRef": {"fieldPath": "status.podIP"}},
     }
-    expected = {
-        "PADDLE_JOB_NAME": "example",
-        "TRAINERS": "2",
-        "PSERVERS": "2",
-        "ENTRY": "python /workspace/train_ft.py",
-        "TRAINER_PACKAGE": "/workspace",
-        "PADDLE_INIT_PORT": "7164",
-        "PADDLE_INIT_PORTS_NUM": "1",
-        "PADDLE_INIT_PORTS_NUM_FOR_SPARSE": "1",
-        "PADDLE_INIT_NUM_GRADIENT_SERVERS": "2",
-        "PADDLE_INIT_NUM_PASSES": "50",
-        # 200m of CPU: EDL truncated to 0 threads; at least one.
-        "PADDLE_INIT_TRAINER_COUNT": "1",
-        "PADDLE_INIT_USE_GPU": "0",
-        "DLK8S_TRAINERS_FILE": "/etc/dlk8s/trainers",
-        **downward,
-    }
+    expected = {**EDL_EXAMPLE_ENV, **downward}
     roles = {"trainer": "TRAINER", "pserver": "PSERVER", "master": "MASTER"}
     for name in ("example-trainer-0", "example-trainer-1", "example-pserver-0", "example-master-0"):
         role = roles[name.split("-")[1]]

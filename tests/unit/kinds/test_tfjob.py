@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from dlk8s.job.actions import Create
 from dlk8s.job.config import parse_config
-from dlk8s.job.kinds.tfjob import validate
-from dlk8s.job.reconcile import Observed, reconcile
+from dlk8s.job.kinds.tfjob import TFJOB
+
+from ..support.worlds import first_children
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 SCRIPT = "# the gRPC server\n"
@@ -72,12 +72,7 @@ def seed_job(*replica_specs: dict[str, Any], **spec: Any) -> dict[str, Any]:
 
 
 def created(job: dict[str, Any], config: Any = GPU_CONFIG) -> dict[tuple[str, str], dict[str, Any]]:
-    result = reconcile(job, Observed(), config, NOW)
-    return {
-        (a.obj["kind"], a.obj["metadata"]["name"]): a.obj
-        for a in result.actions
-        if isinstance(a, Create)
-    }
+    return first_children(job, config, NOW)
 
 
 def pod(job: dict[str, Any], name: str, config: Any = GPU_CONFIG) -> dict[str, Any]:
@@ -218,7 +213,7 @@ def test_master_task_type_master_is_the_default_and_the_seeds() -> None:
     ],
 )
 def test_tf_config_problems(tf_config: Any, problem: str | None) -> None:
-    problems = validate(seed_job(tfConfig=tf_config))
+    problems = TFJOB.validate(seed_job(tfConfig=tf_config))
     assert problems == ([] if problem is None else [problem])
 
 

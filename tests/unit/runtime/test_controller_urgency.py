@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from dlk8s.runtime.apiresources import CHILD_RESOURCES
 from dlk8s.runtime.controller import Controller, JobKey
 from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Cache, Informer
-from dlk8s.runtime.resources import CHILD_RESOURCES
 
+from ..support.controller import submitted
 from ..support.fakes import RecordingKube, ScriptedListWatch
 from ..support.worlds import CONFIG, NOW, PODS
-from .test_controller_sync import submitted
 
 KEY = JobKey("TFJob", "ns", "example-job")
 MASTER, WORKER = PODS[0], PODS[1]

@@ -10,31 +10,23 @@ from __future__ import annotations
 
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from dlk8s.runtime.apiresources import JOB_RESOURCES, resource_for
+from dlk8s.runtime.client import Listing
 from dlk8s.runtime.controller import Controller, JobKey
 from dlk8s.runtime.health import Health
-from dlk8s.runtime.informer import ADDED, Cache, Informer, Listing
+from dlk8s.runtime.informer import ADDED, Cache, Informer
 from dlk8s.runtime.metrics import HealthServer
-from dlk8s.runtime.resources import JOB_RESOURCES, resource_for
 
 from ..support.fakes import RecordingKube, ScriptedListWatch, ScriptedStream, event, pod
+from ..support.health import probe
 from ..support.worlds import CONFIG, tfjob
 
 PODS = resource_for("v1", "Pod")
-
-
-def probe(server: HealthServer, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=5) as r:
-            return int(r.status), r.read().decode()
-    except urllib.error.HTTPError as err:
-        return int(err.code), err.read().decode()
 
 
 @pytest.fixture

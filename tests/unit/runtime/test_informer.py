@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from dlk8s.runtime.apiresources import resource_for
+from dlk8s.runtime.client import Listing
 from dlk8s.runtime.errors import ApiError, GoneError, TransportError
-from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Backoff, Informer, Listing
-from dlk8s.runtime.resources import resource_for
+from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Backoff, Informer
 
 from ..support.fakes import (
     Answer,

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from dlk8s.autoscaler.loop import AutoscalerLoop
-from dlk8s.runtime.client import Kube
+from dlk8s.runtime.apiresources import resource_for
+from dlk8s.runtime.client import Kube, Listing
 from dlk8s.runtime.controller import Controller
-from dlk8s.runtime.informer import Informer, Listing
-from dlk8s.runtime.resources import resource_for
+from dlk8s.runtime.informer import Informer
 
 from ..support.worlds import CONFIG
 

@@ -16,9 +16,9 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from dlk8s.runtime.apiresources import resource_for
+from dlk8s.runtime.client import Listing, Scope
 from dlk8s.runtime.errors import AlreadyExistsError, ApiError, NotFoundError
-from dlk8s.runtime.informer import Listing, Selectors
-from dlk8s.runtime.resources import Resource, resource_for
 
 Call = tuple[str, str, str | None, str]  # verb, resource (plural), namespace, name
 
@@ -172,28 +172,14 @@ class ScriptedListWatch:
             return BlockingStream()
         return self.script.pop(0)
 
-    def list_objects(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        selectors: Selectors,
-        limit: int = 0,
-        continue_token: str = "",
-    ) -> Listing:
+    def list_objects(self, scope: Scope, limit: int = 0, continue_token: str = "") -> Listing:
         answer = self._next(("list", continue_token or None))
         if isinstance(answer, Exception):
             raise answer
         assert isinstance(answer, Listing), f"the script answers a list with {answer!r}"
         return answer
 
-    def watch(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        selectors: Selectors,
-        resource_version: str,
-        timeout_seconds: int,
-    ) -> ScriptedStream:
+    def watch(self, scope: Scope, resource_version: str, timeout_seconds: int) -> ScriptedStream:
         answer = self._next(("watch", resource_version))
         if isinstance(answer, Exception):
             raise answer

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -85,6 +85,24 @@ def rich_job() -> dict[str, Any]:
                 "activeDeadlineSeconds": 100,
                 "backoffLimit": 3,
                 "suspend": False,
+                "successPolicy": "AllWorkers",
+                "podFailurePolicy": {
+                    "rules": [
+                        {
+                            "action": "FailJob",
+                            "replicaTypes": ["WORKER"],
+                            "onExitCodes": {
+                                "containerName": "tensorflow",
+                                "operator": "In",
+                                "values": [42],
+                            },
+                        },
+                        {
+                            "action": "Ignore",
+                            "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                        },
+                    ]
+                },
             },
         },
     }
@@ -117,12 +135,12 @@ def paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
             yield from paths(value, (*prefix, index))
 
 
-def mutations(obj: Any) -> Iterator[Any]:
-    """obj with one field replaced by junk, or removed."""
+def mutations(obj: Any, values: Sequence[Any] = JUNK) -> Iterator[Any]:
+    """obj with one field replaced by one of `values`, or removed."""
     for path in paths(obj):
         if not path:
             continue
-        for value in [*JUNK, "<remove>"]:
+        for value in [*values, "<remove>"]:
             mutated = copy.deepcopy(obj)
             parent = mutated
             for key in path[:-1]:
@@ -132,6 +150,23 @@ def mutations(obj: Any) -> Iterator[Any]:
             else:
                 parent[path[-1]] = value
             yield mutated
+
+
+def check_every_mutation(job: dict[str, Any], config: Any, now: datetime) -> int:
+    """`check` the first pass of every mutation of a new job; how many there were."""
+    count = 0
+    for mutated in mutations(job):
+        check(reconcile(mutated, Observed(), config, now), mutated)
+        count += 1
+    return count
+
+
+def check_every_running_mutation(
+    job: dict[str, Any], observed: Observed, config: Any, now: datetime
+) -> None:
+    """`check` a pass of the running job, its metadata or spec mutated, each way."""
+    for mutated in mutations({"metadata": job["metadata"], "spec": job["spec"]}):
+        check(reconcile(job | mutated, observed, config, now), job | mutated)
 
 
 def check(result: Result, job: Any) -> None:

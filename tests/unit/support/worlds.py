@@ -11,14 +11,15 @@ import copy
 import itertools
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
-from dlk8s.job.actions import Create, Delete, DeleteJob, events_of
+from dlk8s.job.actions import Create, Delete, DeleteJob, Event
 from dlk8s.job.config import parse_config
 from dlk8s.job.reconcile import Observed, Result, reconcile
 from dlk8s.job.reconcile.finished import CLEANUP_GRACE_SECONDS
+from dlk8s.job.reconcile.verdicts import SETTLE_SECONDS
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 STAMP = "2026-03-01T12:00:00Z"
@@ -131,16 +132,26 @@ class World:
         at: datetime | None = None,
         container: str = "tensorflow",
         phase: str | None = None,
+        beside: str | None = None,
     ) -> None:
         """The container has ended; `phase`: the pod's, if the kubelet has
-        not settled it yet (it says Running until the sandbox is gone)."""
+        not settled it yet (it says Running until the sandbox is gone);
+        `beside`: a sidecar that still runs, which keeps the pod Running.
+        A success ended SETTLE_SECONDS before `now` unless `at` says when:
+        the job has given its other pods' ends the time to be reported
+        (reconcile.verdicts), which tests/unit/job/test_endings.py checks."""
+        settled = self.now - timedelta(seconds=SETTLE_SECONDS if code == 0 else 0)
         terminated = {
             "exitCode": code,
-            "finishedAt": (at or self.now).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "finishedAt": (at or settled).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
+        statuses = [{"name": container, "state": {"terminated": terminated}}]
+        if beside is not None:
+            statuses.append({"name": beside, "state": {"running": {}}})
+            phase = "Running"
         self.pod(name)["status"] = {
             "phase": phase or ("Succeeded" if code == 0 else "Failed"),
-            "containerStatuses": [{"name": container, "state": {"terminated": terminated}}],
+            "containerStatuses": statuses,
         }
 
     def vanish(self, name: str) -> None:
@@ -155,12 +166,65 @@ class World:
         self.later(CLEANUP_GRACE_SECONDS)
 
 
-def running_world(**spec: Any) -> World:
-    world = World(tfjob(**spec))
+W = TypeVar("W", bound=World)
+
+
+def started(world: W) -> W:
+    """The world once every pod of its job is created and running, and the
+    job's status says so."""
     world.settle()
     world.run()
     world.settle()
     return world
+
+
+def running_world(**spec: Any) -> World:
+    return started(World(tfjob(**spec)))
+
+
+def replica_job(
+    kind: str,
+    roles: dict[str, int],
+    *,
+    role_field: str,
+    main: dict[str, Any],
+    uid: str,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A job named j in ns with these replica counts, each with its own copy
+    of the container `main`."""
+    template = {"spec": {"containers": [main]}}
+    specs = [
+        {role_field: role, "replicas": count, "template": copy.deepcopy(template)}
+        for role, count in roles.items()
+    ]
+    return {
+        "apiVersion": "dlk8s.io/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": "j", "namespace": "ns", "uid": uid, "generation": 1},
+        "spec": {"replicaSpecs": specs, **spec},
+    }
+
+
+def first_children(
+    job: dict[str, Any], config: Any, now: datetime = NOW
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """What the first pass of `job` creates, by kind and name."""
+    result = reconcile(job, Observed(), config, now)
+    return {
+        (a.obj["kind"], a.obj["metadata"]["name"]): a.obj
+        for a in result.actions
+        if isinstance(a, Create)
+    }
+
+
+def invalid_spec(job: dict[str, Any], config: Any) -> str:
+    """What the one event of a first pass that fails `job` as InvalidSpec says."""
+    result = reconcile(job, Observed(), config, NOW)
+    assert (result.status["state"], result.status["reason"]) == ("Failed", "InvalidSpec")
+    assert creates(result, "Pod") == []
+    [event] = [a for a in result.actions if isinstance(a, Event)]
+    return event.message
 
 
 def creates(result: Result, kind: str) -> list[str]:
@@ -179,8 +243,33 @@ def deletes(result: Result, kind: str | None = None) -> list[str]:
 
 def events(result: Result) -> list[tuple[str, str]]:
     """Every event of the pass, those a create or delete carries included."""
-    return [(e.type, e.reason) for e in events_of(result.actions)]
+    found: list[Event] = []
+    for action in result.actions:
+        if isinstance(action, Event):
+            found.append(action)
+        elif isinstance(action, (Create, Delete)) and action.event is not None:
+            found.append(action.event)
+    return [(e.type, e.reason) for e in found]
 
 
 def condition(status: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return next((c for c in status.get("conditions", []) if c["type"] == type_), None)
+
+
+def condition_message(status: dict[str, Any], type_: str) -> str:
+    """The message of the condition `type_`, which the status must have."""
+    found = condition(status, type_)
+    assert found is not None, status
+    message: str = found["message"]
+    return message
+
+
+def retried(world: World, name: str, code: int, container: str) -> None:
+    """`container` of pod `name` exits with `code`, which the job retries:
+    after the first back-off the pod is deleted, made again, and runs."""
+    world.exit(name, code, container=container)
+    world.later(10)  # the first back-off
+    assert deletes(world.step(), "Pod") == [name]
+    assert creates(world.step(), "Pod") == [name]
+    world.run()
+    world.settle()

@@ -6,14 +6,15 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from dlk8s.job.api import Kind
+from dlk8s.job.kind import Kind
 from dlk8s.job.kinds.caffe2job import CAFFE2JOB
 from dlk8s.job.kinds.mxjob import MXJOB
 from dlk8s.job.kinds.paddlejob import PADDLEJOB
+from dlk8s.job.kinds.pytorchjob import PYTORCHJOB
 from dlk8s.job.kinds.tfjob import TFJOB
 
 KINDS: Final[Mapping[str, Kind]] = MappingProxyType(
-    {kind.name: kind for kind in (TFJOB, MXJOB, CAFFE2JOB, PADDLEJOB)}
+    {kind.name: kind for kind in (TFJOB, MXJOB, CAFFE2JOB, PADDLEJOB, PYTORCHJOB)}
 )
 
 

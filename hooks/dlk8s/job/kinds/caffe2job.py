@@ -22,17 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from dlk8s.job.api import (
-    GROUP,
-    JobContext,
-    Obj,
-    Slot,
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    dig,
-)
 from dlk8s.job.children import (
     containers_named,
     headless_service,
@@ -40,9 +29,17 @@ from dlk8s.job.children import (
     service_dns,
 )
 from dlk8s.job.env import cluster_config, set_env
+from dlk8s.job.kind import JobContext, Slot
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
+from dlk8s.job.names import GROUP
 from dlk8s.job.naming import child_name, label_value
-from dlk8s.job.validation import ReplicaRules, optional_string_problems, port_problems
+from dlk8s.job.objects import Container, Obj, as_dict, as_int, as_list, as_str, dig
+from dlk8s.job.validation import (
+    ReplicaRules,
+    optional_object,
+    optional_string_problems,
+    port_problems,
+)
 
 MASTER, WORKER = "MASTER", "WORKER"
 CONTAINER: Final = "caffe2"
@@ -104,7 +101,7 @@ def backend(job: Obj) -> Backend:
 
 def checks(job: Obj) -> list[str]:
     """Problems beyond those of spec.replicaSpecs (which the shared rules find)."""
-    problems = _backend_problems(dig(job, "spec", "backendSpecs"))
+    problems = optional_object(BACKEND_PATH, dig(job, "spec", "backendSpecs"), _backend_problems)
     if problems:
         return problems
     settings = backend(job)
@@ -121,12 +118,7 @@ def checks(job: Obj) -> list[str]:
     return problems
 
 
-def _backend_problems(raw: object) -> list[str]:
-    path = BACKEND_PATH
-    if raw is None:
-        return []
-    if not isinstance(raw, dict):
-        return [f"{path}: must be an object"]
+def _backend_problems(path: str, raw: Obj) -> list[str]:
     kind = raw.get("backendType", REDIS)
     problems = []
     if kind not in BACKEND_TYPES:
@@ -184,7 +176,7 @@ def shard_id(ctx: JobContext, slot: Slot) -> int:
 
 
 def redis_service_name(ctx: JobContext) -> str:
-    return child_name(ctx.name, "redis")
+    return child_name(ctx.job.name, "redis")
 
 
 def backend_env(ctx: JobContext, settings: Backend) -> dict[str, str]:
@@ -200,7 +192,7 @@ def caffe2_env(ctx: JobContext, slot: Slot) -> dict[str, str]:
     values = {
         "SHARD_ID": str(shard_id(ctx, slot)),
         "NUM_SHARDS": str(ctx.pod_count(MASTER, WORKER)),
-        "RUN_ID": ctx.runtime_id,
+        "RUN_ID": ctx.job.runtime_id,
         "CAFFE2_CONFIG": cluster_config(ctx, slot),
     }
     return values | ctx.remember("caffe2_backend_env", lambda: backend_env(ctx, _backend(ctx)))
@@ -209,11 +201,11 @@ def caffe2_env(ctx: JobContext, slot: Slot) -> dict[str, str]:
 def seed_labels(ctx: JobContext, slot: Slot) -> dict[str, str]:
     """The labels the Caffe2 operators put on their pods."""
     return {
-        "caffe2_job_key": label_value(f"{ctx.namespace}-{ctx.name}"),
+        "caffe2_job_key": label_value(f"{ctx.job.namespace}-{ctx.job.name}"),
         "caffe2_replica_index": str(slot.index),
         "caffe2_replica_type": slot.role.lower(),
         "group_name": GROUP,
-        "runtime_id": ctx.runtime_id,
+        "runtime_id": ctx.job.runtime_id,
         "job_type": slot.role,
         "task_index": str(shard_id(ctx, slot)),
     }
@@ -256,7 +248,7 @@ def _has_container(spec: Obj, name: str) -> bool:
     )
 
 
-def _redis(port: int, image: str) -> Obj:
+def _redis(port: int, image: str) -> Container:
     """The redis server beside the MASTER; its image is the controller
     config's images.redis (the chart's config.images.redis).
 
@@ -284,7 +276,7 @@ def _redis(port: int, image: str) -> Obj:
 
 
 def _backend(ctx: JobContext) -> Backend:
-    return ctx.remember("caffe2_backend", lambda: backend(ctx.job))
+    return ctx.remember("caffe2_backend", lambda: backend(ctx.job.raw))
 
 
 def extras(ctx: JobContext) -> list[Obj]:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Final
 
-from dlk8s.job.api import JobContext, Obj, Slot
 from dlk8s.job.children import containers_named, service_host
 from dlk8s.job.env import set_env
+from dlk8s.job.kind import JobContext, Slot
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
+from dlk8s.job.objects import Obj
 from dlk8s.job.validation import ReplicaRules
 
 SCHEDULER, SERVER, WORKER = "SCHEDULER", "SERVER", "WORKER"

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dlk8s.job.api import Kind, Obj, Replica, replicas_from_specs
+from dlk8s.job.kind import Kind, Replica
+from dlk8s.job.names import RestartPolicy
+from dlk8s.job.objects import Obj, as_dict, as_int, as_str
 from dlk8s.job.validation import ReplicaRules, replica_specs_problems
 
 
@@ -29,8 +31,18 @@ def replica_specs_kind(
         return replica_specs_problems(job, rules) + checks(job)
 
     def replicas(job: Obj) -> tuple[Replica, ...]:
+        """A kind without a port field gets its default port on every replica."""
         field, port = rules.port
-        return replicas_from_specs(job, rules.role_field, field, port, rules.default_role)
+        return tuple(
+            Replica(
+                role=rules.role(entry),
+                replicas=as_int(entry.get("replicas"), 1),
+                port=as_int(entry.get(field), port) if field else port,
+                template=as_dict(entry.get("template")),
+                restart_policy=as_str(entry.get("restartPolicy"), RestartPolicy.EXIT_CODE),
+            )
+            for entry in job["spec"]["replicaSpecs"]
+        )
 
     return Kind(
         name=name,

@@ -16,19 +16,6 @@ from __future__ import annotations
 import copy
 from typing import Final
 
-from dlk8s.job.api import (
-    LABEL_JOB_KIND,
-    LABEL_REPLICA_TYPE,
-    LABEL_RUNTIME_ID,
-    JobContext,
-    Obj,
-    Observed,
-    Replica,
-    Slot,
-    as_dict,
-    as_list,
-    dig,
-)
 from dlk8s.job.children import (
     DEPLOYMENT,
     SERVICE,
@@ -37,17 +24,20 @@ from dlk8s.job.children import (
     config_map,
     containers_named,
     manifest,
-    name_of,
     restricted_security_context,
 )
 from dlk8s.job.config import GRPC_SERVER_SCRIPT_KEY
 from dlk8s.job.env import compact_json, set_env
+from dlk8s.job.kind import JobContext, Replica, Slot
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
+from dlk8s.job.names import LABEL_JOB_KIND, LABEL_REPLICA_TYPE, LABEL_RUNTIME_ID
 from dlk8s.job.naming import grpc_server_configmap_name, tensorboard_name
+from dlk8s.job.objects import Container, Obj, as_dict, as_list, dig
 from dlk8s.job.validation import (
     ReplicaRules,
     objects_with_names_problems,
     one_of,
+    optional_object,
     optional_string_problems,
     volume_mounts_problems,
 )
@@ -80,26 +70,16 @@ def _tf_problems(job: Obj) -> list[str]:
     spec = as_dict(job.get("spec"))
     return (
         optional_string_problems("spec.tfImage", spec.get("tfImage"))
-        + _tf_config_problems(spec.get("tfConfig"))
-        + _tensorboard_problems(spec.get("tensorboard"))
+        + optional_object("spec.tfConfig", spec.get("tfConfig"), _tf_config_problems)
+        + optional_object("spec.tensorboard", spec.get("tensorboard"), _tensorboard_problems)
     )
 
 
-def _tf_config_problems(value: object) -> list[str]:
-    path = "spec.tfConfig"
-    if value is None:
-        return []
-    if not isinstance(value, dict):
-        return [f"{path}: must be an object"]
+def _tf_config_problems(path: str, value: Obj) -> list[str]:
     return one_of(f"{path}.masterTaskType", value.get("masterTaskType"), MASTER_TASK_TYPES)
 
 
-def _tensorboard_problems(board: object) -> list[str]:
-    path = "spec.tensorboard"
-    if board is None:
-        return []
-    if not isinstance(board, dict):
-        return [f"{path}: must be an object"]
+def _tensorboard_problems(path: str, board: Obj) -> list[str]:
     problems = []
     if not isinstance(board.get("logDir"), str) or not board["logDir"]:
         problems.append(f"{path}.logDir: must be a non-empty string")
@@ -130,7 +110,7 @@ def master_task_type(job: Obj) -> str:
 
 def task_type(ctx: JobContext, role: str) -> str:
     """TensorFlow's job name of a role: lower case, the MASTER's as chosen."""
-    return master_task_type(ctx.job) if role == MASTER else role.lower()
+    return master_task_type(ctx.job.raw) if role == MASTER else role.lower()
 
 
 def tf_cluster(ctx: JobContext) -> dict[str, list[str]]:
@@ -153,7 +133,7 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
         spec["containers"] = [*as_list(spec.get("containers")), _grpc_server_container(ctx, slot)]
         volume = {
             "name": PS_SERVER_VOLUME,
-            "configMap": {"name": grpc_server_configmap_name(ctx.name)},
+            "configMap": {"name": grpc_server_configmap_name(ctx.job.name)},
         }
         spec["volumes"] = [*as_list(spec.get("volumes")), volume]
     value = tf_config(ctx, slot)
@@ -183,7 +163,7 @@ def _cluster_flag(cluster: dict[str, list[str]]) -> str:
     return ";".join(f"{role}|{','.join(hosts)}" for role, hosts in sorted(cluster.items()))
 
 
-def _grpc_server_container(ctx: JobContext, slot: Slot) -> Obj:
+def _grpc_server_container(ctx: JobContext, slot: Slot) -> Container:
     return {
         "name": CONTAINER,
         "image": _tf_image(ctx),
@@ -196,7 +176,7 @@ def _grpc_server_container(ctx: JobContext, slot: Slot) -> Obj:
 
 
 def _tf_image(ctx: JobContext) -> str:
-    image = dig(ctx.job, "spec", "tfImage")
+    image = dig(ctx.job.raw, "spec", "tfImage")
     return image if isinstance(image, str) and image else ctx.config.tf_image
 
 
@@ -204,12 +184,12 @@ def _needs_grpc_server(ctx: JobContext) -> bool:
     return any(runs_default_server(r) and r.replicas > 0 for r in ctx.replicas)
 
 
-def preflight(ctx: JobContext, existing: Observed) -> list[str]:
+def preflight(ctx: JobContext) -> list[str]:
     """The ConfigMap needs the script; once it exists the script is not needed."""
-    name = grpc_server_configmap_name(ctx.name)
+    name = grpc_server_configmap_name(ctx.job.name)
     if not _needs_grpc_server(ctx) or ctx.config.grpc_server_script:
         return []
-    if any(name_of(cm) == name for cm in existing.configmaps):
+    if any(cm.name == name for cm in ctx.job.children.configmaps):
         return []
     return [f"PS replicas need the standard gRPC server, but {ctx.config.grpc_server_error}"]
 
@@ -222,9 +202,9 @@ def extras(ctx: JobContext) -> list[Obj]:
     if _needs_grpc_server(ctx):
         data = {GRPC_SERVER_SCRIPT_KEY: ctx.config.grpc_server_script}
         items.append(
-            config_map(ctx, grpc_server_configmap_name(ctx.name), PS_SERVER_COMPONENT, data)
+            config_map(ctx, grpc_server_configmap_name(ctx.job.name), PS_SERVER_COMPONENT, data)
         )
-    board = dig(ctx.job, "spec", "tensorboard")
+    board = dig(ctx.job.raw, "spec", "tensorboard")
     if isinstance(board, dict):
         items += [tensorboard_deployment(ctx, board), tensorboard_service(ctx, board)]
     return items
@@ -234,14 +214,14 @@ def _tensorboard_pod_labels(ctx: JobContext) -> dict[str, str]:
     # No dlk8s.io/job-name: TensorBoard's pods belong to its Deployment, and
     # leaving the label off keeps them out of the operator's pod watch.
     return {
-        LABEL_RUNTIME_ID: ctx.runtime_id,
+        LABEL_RUNTIME_ID: ctx.job.runtime_id,
         LABEL_JOB_KIND: ctx.kind.name.lower(),
         LABEL_REPLICA_TYPE: TENSORBOARD,
     }
 
 
 def tensorboard_deployment(ctx: JobContext, board: Obj) -> Obj:
-    container: Obj = {
+    container: Container = {
         "name": TENSORBOARD,
         "image": _tf_image(ctx),
         # --host rather than --bind_all: TensorBoard 1.x images know only --host.
@@ -265,7 +245,7 @@ def tensorboard_deployment(ctx: JobContext, board: Obj) -> Obj:
         "selector": {"matchLabels": labels},
         "template": {"metadata": {"labels": labels}, "spec": pod_spec},
     }
-    name = tensorboard_name(ctx.name)
+    name = tensorboard_name(ctx.job.name)
     return manifest(DEPLOYMENT, ctx, name, component_labels(ctx, TENSORBOARD), {"spec": spec})
 
 
@@ -275,7 +255,7 @@ def tensorboard_service(ctx: JobContext, board: Obj) -> Obj:
         "selector": _tensorboard_pod_labels(ctx),
         "ports": [{"name": "http", "port": 80, "targetPort": TENSORBOARD_PORT, "protocol": "TCP"}],
     }
-    name = tensorboard_name(ctx.name)
+    name = tensorboard_name(ctx.job.name)
     return manifest(SERVICE, ctx, name, component_labels(ctx, TENSORBOARD), {"spec": spec})
 
 
@@ -288,4 +268,3 @@ TFJOB: Final = replica_specs_kind(
     extras=extras,
     preflight=preflight,
 )
-validate: Final = TFJOB.validate

@@ -13,11 +13,18 @@ A job goes through one of four paths, one module each:
   cleanPodPolicy and the TTL. A finished job never gets a pod created again.
 - invalid spec: marked Failed with reason InvalidSpec, then as finished.
 - suspended: every pod deleted (Services and extras kept); see suspended.py.
-- active: recreate what failed or vanished, create what is missing, decide
-  the outcome from the deciding replica, deadline and backoffLimit.
+- active: recreate what failed or vanished, create what is missing
+  (changes.py), remember how pods ended (endings.py) and decide the outcome
+  (verdicts.py: the success policy, podFailurePolicy, the deadline and
+  backoffLimit).
 
-What every path shares lives in view.py (the job as read, the result),
-status.py (building the status) and restarts.py (counting restarts).
+What the paths share: view.py reads the job once (kind.JobView, the
+status fields every path carries included) and holds the Result, slots.py
+pairs the spec's slots with their pods, restarts.py counts restarts. The
+pods of every role by phase are summed here, last.
+
+The children come in as the runtime's index files them (kind.Observed):
+only those the job controls, so they are not filtered again here.
 
 after_refusals(job, observed, status, not_created, refusals, now) is the
 status of a pass whose creates or deletes the API server refused, and the
@@ -27,26 +34,19 @@ events that quote it (refused.py).
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
+from typing import Final
 
-from dlk8s.job import naming
 from dlk8s.job.actions import Action, Event
-from dlk8s.job.api import (
-    EventType,
-    JobContext,
-    Kind,
-    Obj,
-    Observed,
-    Slot,
-    as_dict,
-    dig,
-    to_utc,
-)
-from dlk8s.job.children import controlled_by
 from dlk8s.job.config import ControllerConfig
-from dlk8s.job.reconcile.active import active
-from dlk8s.job.reconcile.finished import finish, is_finished
+from dlk8s.job.kind import JobView, Observed
+from dlk8s.job.names import EventType
+from dlk8s.job.objects import Obj, as_dict, as_int, as_list, to_utc
+from dlk8s.job.policy import FAILED, PENDING, RUNNING, SUCCEEDED
+from dlk8s.job.reconcile.active import active, job_context
+from dlk8s.job.reconcile.finished import finish
 from dlk8s.job.reconcile.invalid import invalid_verdict, spec_problems
 from dlk8s.job.reconcile.refused import (
     Refusal,
@@ -54,8 +54,7 @@ from dlk8s.job.reconcile.refused import (
     refused_status,
     unknown_field_problems,
 )
-from dlk8s.job.reconcile.status import with_pod_totals
-from dlk8s.job.reconcile.view import JobView, Result, read_job
+from dlk8s.job.reconcile.view import Result, read_job
 
 __all__ = ["Observed", "Refusal", "Result", "after_refusals", "reconcile"]
 
@@ -64,25 +63,42 @@ def reconcile(job: Obj, observed: Observed, config: ControllerConfig, now: datet
     """Any input gives a Result: a spec the kinds cannot use fails the job as
     InvalidSpec. An exception from here is a bug in dlk8s, never the user's;
     the controller retries it with back-off and reports it (event, metric)."""
-    return _reconcile(as_dict(job), observed, config, to_utc(now))
+    view = read_job(as_dict(job), observed, to_utc(now))
+    if view.deleting:
+        return Result([], copy.deepcopy(view.prev), None)  # the garbage collector takes over
+    return _with_pod_totals(_path(view, config))
 
 
-def _reconcile(raw: Obj, observed: Observed, config: ControllerConfig, now: datetime) -> Result:
-    job = read_job(raw, now)
-    if dig(raw, "metadata", "deletionTimestamp") is not None:
-        return Result([], copy.deepcopy(job.prev), None)  # the garbage collector takes over
-    return with_pod_totals(_path(job, observed, config))
-
-
-def _path(job: JobView, observed: Observed, config: ControllerConfig) -> Result:
-    """The one path the job is on (see the module docstring)."""
-    owned = _owned(observed, job.uid)
-    if is_finished(job):
-        return finish(job, owned, None)
+def _path(job: JobView, config: ControllerConfig) -> Result:
+    """The one path the job is on (see the module docstring). The spec is
+    validated on every pass, for a finished job too: its counts follow its
+    replicas only while the spec is usable."""
     problems = spec_problems(job)
+    if job.outcome is not None:
+        return finish(job, None, not problems)
     if problems or job.kind is None:
-        return finish(job, owned, invalid_verdict(problems))
-    return active(_context(job, job.kind, config), job, owned)
+        return finish(job, invalid_verdict(problems), False)
+    return active(job_context(job, job.kind, config))
+
+
+# The pods of every role by phase, for `kubectl get`'s printer columns: a
+# JSONPath cannot sum replicaStatuses across roles. Unknown is not shown.
+POD_TOTALS: Final = {
+    "pendingPods": PENDING,
+    "runningPods": RUNNING,
+    "succeededPods": SUCCEEDED,
+    "failedPods": FAILED,
+}
+
+
+def _with_pod_totals(result: Result) -> Result:
+    """The result with its status's pod counts summed over replicaStatuses."""
+    statuses = [as_dict(entry) for entry in as_list(result.status.get("replicaStatuses"))]
+    totals = {
+        field: sum(as_int(as_dict(s.get("replicasStates")).get(phase), 0) for s in statuses)
+        for field, phase in POD_TOTALS.items()
+    }
+    return replace(result, status=result.status | totals)
 
 
 def after_refusals(
@@ -97,49 +113,15 @@ def after_refusals(
     but whose `refusals` the API server refused, leaving `not_created`
     uncreated (refused or failed otherwise). Its actions are Events only:
     what else is to do, the next pass decides. Pure, like reconcile."""
-    view = read_job(as_dict(job), to_utc(now))
+    view = read_job(as_dict(job), observed, to_utc(now))
     events: list[Action] = list(refusal_events(refusals))
     problems = unknown_field_problems(view, refusals)
     if not problems:
         return Result(events, refused_status(status, not_created, refusals, view.stamp), None)
     # The status says Failed at once; the finished path cleans up on the
-    # pass that the status write brings.
+    # pass that the status write brings. The spec itself was usable: the
+    # pass built the refused pods from it.
     verdict = invalid_verdict(problems)
-    failed = finish(view, _owned(observed, view.uid), verdict)
+    failed = finish(view, verdict, True)
     events.append(Event(EventType.WARNING, verdict.reason, verdict.message))
     return Result(events, failed.status, None)
-
-
-def _owned(observed: Observed, uid: str) -> Observed:
-    def keep(items: Iterable[object] | None) -> tuple[Obj, ...]:
-        return tuple(o for o in items or () if isinstance(o, dict) and controlled_by(o, uid))
-
-    return Observed(
-        pods=keep(getattr(observed, "pods", None)),
-        services=keep(getattr(observed, "services", None)),
-        configmaps=keep(getattr(observed, "configmaps", None)),
-        deployments=keep(getattr(observed, "deployments", None)),
-    )
-
-
-def _context(job: JobView, kind: Kind, config: ControllerConfig) -> JobContext:
-    replicas = kind.replicas(job.raw)
-    slots = tuple(
-        Slot(replica, index, naming.pod_name(job.name, replica.role, index))
-        for replica in replicas
-        for index in range(replica.replicas)
-    )
-    return JobContext(
-        job=job.raw,
-        kind=kind,
-        name=job.name,
-        namespace=job.namespace,
-        uid=job.uid,
-        runtime_id=job.runtime_id,
-        generation=job.generation,
-        run_policy=job.policy,
-        replicas=replicas,
-        slots=slots,
-        config=config,
-        deciding_role=kind.deciding_role(replicas),
-    )

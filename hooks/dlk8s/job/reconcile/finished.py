@@ -15,33 +15,24 @@ for no news about any of them.
 
 from __future__ import annotations
 
-from dlk8s.job.actions import Action, DeleteJob, Event
-from dlk8s.job.api import (
-    CleanPodPolicy,
-    ConditionType,
-    EventType,
+from datetime import datetime
+
+from dlk8s.job.actions import Action, DeleteJob, Event, delete_actions
+from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE
+from dlk8s.job.conditions import clear_condition, set_condition
+from dlk8s.job.kind import ChildView, JobView
+from dlk8s.job.names import CleanPodPolicy, ConditionType, EventType, Phase, Reason, State
+from dlk8s.job.objects import (
+    Condition,
     Obj,
-    Observed,
-    Phase,
-    Reason,
-    State,
+    ReplicaStatus,
     as_dict,
     as_int,
     format_time,
-    parse_time,
-)
-from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE, is_terminating, replica_key
-from dlk8s.job.policy import FAILED, SUCCEEDED, has_stopped, is_true
-from dlk8s.job.reconcile.restarts import restart_count
-from dlk8s.job.reconcile.status import carried, finished_replica_statuses, verdict_conditions
-from dlk8s.job.reconcile.view import (
-    JobView,
-    Result,
-    Verdict,
-    delete_actions,
     later,
-    valid_time,
 )
+from dlk8s.job.policy import FAILED, SUCCEEDED, has_stopped, pod_outcome, replica_status
+from dlk8s.job.reconcile.view import Result, Verdict
 
 # Under cleanPodPolicy Running, how long a job that has succeeded lets the
 # pods that still run end by themselves before they are deleted. Replicas
@@ -56,53 +47,59 @@ CLEANUP_GRACE_SECONDS = 10.0
 ENDED = (SUCCEEDED, FAILED)  # pod phases that never change again
 
 
-def is_finished(job: JobView) -> bool:
-    return job.prev.get("state") in (State.SUCCEEDED, State.FAILED) or any(
-        is_true(job.conditions, t) for t in (ConditionType.SUCCEEDED, ConditionType.FAILED)
-    )
-
-
-def finish(
-    job: JobView, owned: Observed, verdict: Verdict | None, restarts: int | None = None
-) -> Result:
-    status = carried(job, restart_count(job.prev, owned.pods) if restarts is None else restarts)
-    conditions, actions = job.conditions, list[Action]()
+def finish(job: JobView, verdict: Verdict | None, usable: bool) -> Result:
+    """The status of a finished job, its cleanup and its TTL; with a verdict
+    of this pass, the verdict recorded too. `usable`: whether the spec is
+    (then its replicas are counted, else the pods by their labels)."""
+    actions: list[Action] = []
+    conditions = job.conditions
+    # completionTime as the status writes it (to the second), and parsed.
+    completion, finished_at = job.stamp, job.now.replace(microsecond=0)
     if verdict is not None:
         state, reason = verdict.state, verdict.reason
-        status["completionTime"] = job.stamp
         conditions = verdict_conditions(conditions, verdict, job.stamp)
-        actions.append(
-            Event(
-                EventType.NORMAL if state == State.SUCCEEDED else EventType.WARNING,
-                reason,
-                verdict.message,
-            )
-        )
+        kind = EventType.NORMAL if state == State.SUCCEEDED else EventType.WARNING
+        actions.append(Event(kind, reason, verdict.message))
     else:
-        state, reason = finished_state(job)
-        status["completionTime"] = valid_time(job.prev.get("completionTime")) or job.stamp
-    targets = cleanup_targets(job, owned)
+        state = job.outcome or State.FAILED
+        written = job.prev.get("reason")
+        reason = written if isinstance(written, str) and written else state
+        if job.completion_time and job.completed_at:
+            completion, finished_at = job.completion_time, job.completed_at
+    targets = cleanup_targets(job)
     # Services wait with the pods: a replica that is ending may still use them.
-    grace = grace_left(job, state, status) if any(k == POD for _, k in targets) else 0.0
+    grace = grace_left(job, state, finished_at) if any(k == POD for _, k in targets) else 0.0
     why = f"the job has finished (cleanPodPolicy {job.policy.clean_pod_policy})"
-    for obj, api_kind in () if grace else targets:
-        if not is_terminating(obj):
-            actions += delete_actions(obj, api_kind, why)
+    for child, api_kind in () if grace else targets:
+        if not child.terminating:
+            actions += delete_actions(child.obj, api_kind, why)
     phase = Phase.CLEANUP if targets else (Phase.DONE if state == State.SUCCEEDED else Phase.FAILED)
-    status |= {
+    status = job.carried | {
+        "completionTime": completion,
         "state": state,
         "phase": phase,
         "reason": reason,
         "conditions": conditions,
-        "replicaStatuses": final_counts(job) or finished_replica_statuses(job, owned.pods),
+        "replicaStatuses": final_counts(job) or finished_replica_statuses(job, usable),
     }
-    ttl_actions, requeue = ttl(job, status)
+    ttl_actions, requeue = ttl(job, finished_at)
     if grace:
         requeue = grace if requeue is None else min(requeue, grace)
     return Result(actions + ttl_actions, status, requeue)
 
 
-def final_counts(job: JobView) -> list[Obj] | None:
+def verdict_conditions(conditions: list[Condition], verdict: Verdict, now: str) -> list[Condition]:
+    type_ = ConditionType.SUCCEEDED if verdict.state == State.SUCCEEDED else ConditionType.FAILED
+    conditions = set_condition(conditions, type_, True, verdict.reason, verdict.message, now)
+    conditions = clear_condition(
+        conditions, ConditionType.RUNNING, verdict.reason, "The job has finished", now
+    )
+    return clear_condition(
+        conditions, ConditionType.RESTARTING, verdict.reason, "The job has finished", now
+    )
+
+
+def final_counts(job: JobView) -> list[object] | None:
     """The replica counts as last written, if they are final: the job's
     cleanup was over and every pod they counted had ended. None while they
     still follow the pods: under cleanPodPolicy None a job is Done while
@@ -120,28 +117,17 @@ def _all_ended(entry: object) -> bool:
     return all(phase in ENDED or as_int(n, 0) == 0 for phase, n in states.items())
 
 
-def grace_left(job: JobView, state: str, status: Obj) -> float:
+def grace_left(job: JobView, state: str, finished: datetime) -> float:
     """Seconds in which the running pods of a job that has succeeded may
     still end by themselves (0 when cleanup may go ahead)."""
-    finished = parse_time(status.get("completionTime"))
-    if state != State.SUCCEEDED or finished is None:
+    if state != State.SUCCEEDED:
         return 0.0
     if job.policy.clean_pod_policy != CleanPodPolicy.RUNNING:
         return 0.0
     return max(0.0, CLEANUP_GRACE_SECONDS - (job.now - finished).total_seconds())
 
 
-def finished_state(job: JobView) -> tuple[str, str]:
-    state = job.prev.get("state")
-    if state not in (State.SUCCEEDED, State.FAILED):
-        state = (
-            State.SUCCEEDED if is_true(job.conditions, ConditionType.SUCCEEDED) else State.FAILED
-        )
-    reason = job.prev.get("reason")
-    return state, reason if isinstance(reason, str) and reason else state
-
-
-def cleanup_targets(job: JobView, owned: Observed) -> list[tuple[Obj, tuple[str, str]]]:
+def cleanup_targets(job: JobView) -> list[tuple[ChildView, tuple[str, str]]]:
     """What cleanPodPolicy removes once the job has finished.
 
     Running: pods in which a container still runs (a pod whose containers
@@ -152,7 +138,7 @@ def cleanup_targets(job: JobView, owned: Observed) -> list[tuple[Obj, tuple[str,
     and ConfigMaps included. None: nothing. TensorBoard stays under Running
     and None: users look at the results after training; it goes with the job.
     """
-    policy = job.policy.clean_pod_policy
+    policy, owned = job.policy.clean_pod_policy, job.children
     if policy == CleanPodPolicy.NONE:
         return []
     if policy == CleanPodPolicy.ALL:
@@ -163,14 +149,13 @@ def cleanup_targets(job: JobView, owned: Observed) -> list[tuple[Obj, tuple[str,
             + [(o, DEPLOYMENT) for o in owned.deployments]
         )
     roles = {role.lower() for role in job.kind.roles} if job.kind else set()
-    pods = [(o, POD) for o in owned.pods if not has_stopped(o)]
-    return pods + [(o, SERVICE) for o in owned.services if (replica_key(o) or ("",))[0] in roles]
+    pods = [(o, POD) for o in owned.pods if not has_stopped(o.obj)]
+    return pods + [(o, SERVICE) for o in owned.services if (o.key or ("",))[0] in roles]
 
 
-def ttl(job: JobView, status: Obj) -> tuple[list[Action], float | None]:
+def ttl(job: JobView, finished: datetime) -> tuple[list[Action], float | None]:
     ttl = job.policy.ttl_seconds_after_finished
-    finished = parse_time(status.get("completionTime"))
-    if ttl is None or finished is None:
+    if ttl is None:
         return [], None
     expiry = later(finished, ttl)
     if job.now < expiry:
@@ -180,3 +165,30 @@ def ttl(job: JobView, status: Obj) -> tuple[list[Action], float | None]:
         f" and ttlSecondsAfterFinished is {ttl}"
     )
     return [Event(EventType.NORMAL, Reason.TTL_EXPIRED, message), DeleteJob()], None
+
+
+def finished_replica_statuses(job: JobView, usable: bool) -> list[ReplicaStatus]:
+    """Pods by phase per replica of the spec (pods past a replica's count
+    left out), or, for a spec that is not usable, per role the pods' labels
+    name."""
+    kind = job.kind
+    labelled: dict[str, list[tuple[int, Obj]]] = {}
+    for pod in job.children.pods:
+        if pod.key is not None:
+            labelled.setdefault(pod.key[0], []).append((pod.key[1], pod.obj))
+    if kind is not None and usable:
+        groups = [
+            (r.role, r.replicas, [p for i, p in labelled.get(r.role.lower(), []) if i < r.replicas])
+            for r in kind.replicas(job.raw)
+        ]
+    else:
+        known = {role.lower(): role for role in kind.roles} if kind else {}
+        named: dict[str, list[Obj]] = {}
+        for label, members in labelled.items():
+            named.setdefault(known.get(label, label.upper()), []).extend(p for _, p in members)
+        groups = [(role, len(pods), pods) for role, pods in sorted(named.items())]
+    container = kind.container if kind else ""
+    return [
+        replica_status(role, replicas, [pod_outcome(pod, container) for pod in pods])
+        for role, replicas, pods in groups
+    ]

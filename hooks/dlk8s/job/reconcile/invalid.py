@@ -7,16 +7,19 @@ the operator never half-builds a job. The finished path then takes over.
 
 from __future__ import annotations
 
-from dlk8s.job.api import Reason, State, show
+from dlk8s.job.kind import JobView
 from dlk8s.job.kinds import KINDS
-from dlk8s.job.reconcile.view import JobView, Verdict
+from dlk8s.job.names import Reason, State
+from dlk8s.job.objects import show
+from dlk8s.job.reconcile.view import Verdict
 from dlk8s.job.validation import metadata_problems, run_policy_problems
 
 
 def spec_problems(job: JobView) -> list[str]:
     if job.kind is None:
         return [f"kind: {show(job.raw.get('kind'))} is not one of {', '.join(KINDS)}"]
-    return metadata_problems(job.raw) + run_policy_problems(job.raw) + job.kind.validate(job.raw)
+    policy = run_policy_problems(job.raw, job.kind.roles)
+    return metadata_problems(job.raw) + policy + job.kind.validate(job.raw)
 
 
 def invalid_verdict(problems: list[str]) -> Verdict:

@@ -28,21 +28,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from dlk8s.job.actions import Event
-from dlk8s.job.api import (
-    LABEL_REPLICA_TYPE,
-    ConditionType,
-    EventType,
-    Obj,
-    Reason,
-    as_dict,
-    as_int,
-    as_list,
-    as_str,
-    dig,
-    is_int,
-)
-from dlk8s.job.policy import PENDING, set_condition
-from dlk8s.job.reconcile.view import JobView
+from dlk8s.job.conditions import set_condition
+from dlk8s.job.kind import JobView
+from dlk8s.job.names import LABEL_REPLICA_TYPE, ConditionType, EventType, Reason
+from dlk8s.job.objects import Obj, as_dict, as_int, as_list, as_str, dig, is_int
+from dlk8s.job.policy import PENDING
 
 CREATE: Final = "create"
 DELETE: Final = "delete"

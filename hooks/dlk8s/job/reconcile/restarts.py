@@ -15,6 +15,16 @@ the job's restart count in the annotation dlk8s.io/restart-count, and the
 count is never below the highest of those: if the operator dies after
 creating a replacement but before writing the status, the count is
 recovered from the pod instead of being lost.
+
+A pod that goes without counting (disrupted, or forgiven by an Ignore rule
+of podFailurePolicy) is left out of the counts of every status written
+while a pass sees it, so its disappearance counts nothing; one that
+vanished before a pass saw it is excused by its tombstone, once
+(endings.py). Either way its uid is in status.uncountedRestarts, and a pod
+listed there is not taken for one the last status counted. What an
+operator restart loses: the tombstones. A pod evicted and gone while no
+operator ran, or in the moment between its last pass and the restart, is
+counted as lost.
 """
 
 from __future__ import annotations
@@ -23,43 +33,38 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from dlk8s.job.actions import Action, Event, delete_of
-from dlk8s.job.api import (
-    ANNOTATION_RESTART_COUNT,
-    ConditionType,
-    EventType,
-    JobContext,
-    Obj,
-    Reason,
-    as_int,
-    dig,
-)
 from dlk8s.job.children import POD
-from dlk8s.job.policy import Decision, is_true, pod_total, restart_delay
-from dlk8s.job.reconcile.view import JobView, SlotView, detail, later
+from dlk8s.job.kind import JobContext
+from dlk8s.job.names import ConditionType, EventType, Reason
+from dlk8s.job.objects import later
+from dlk8s.job.policy import Decision, restart_delay
+from dlk8s.job.reconcile.endings import Memory
+from dlk8s.job.reconcile.slots import SlotView
 
 
-def restart_count(prev: Obj, pods: Sequence[Obj]) -> int:
-    counts = [max(0, as_int(prev.get("restartCount"), 0))]
-    for pod in pods:
-        value = dig(pod, "metadata", "annotations", ANNOTATION_RESTART_COUNT)
-        if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 10:
-            counts.append(int(value))
-    return max(counts)
-
-
-def lost_pods(ctx: JobContext, job: JobView, views: Sequence[SlotView]) -> int:
+def lost_pods(ctx: JobContext, views: Sequence[SlotView], memory: Memory) -> int:
     """Pods gone since the previous status counted them (see the module doc)."""
-    if job.prev.get("observedGeneration") != ctx.generation or is_true(
-        job.conditions, ConditionType.SUSPENDED
+    job = ctx.job
+    if (
+        job.prev.get("observedGeneration") != job.generation
+        or ConditionType.SUSPENDED in job.true_conditions
     ):
         return 0
     lost = 0
     for replica in ctx.replicas:
-        present = sum(1 for v in views if v.slot.replica is replica and v.pod is not None)
+        present = sum(
+            1
+            for v in views
+            if v.slot.replica is replica and v.pod is not None and v.uid not in memory.recorded
+        )
         # Capped at today's count: pods removed by scaling down are not lost.
-        counted = min(pod_total(job.prev.get("replicaStatuses"), replica.role), replica.replicas)
-        lost += max(0, counted - present)
+        counted = min(job.counted.get(replica.role, 0), replica.replicas)
+        lost += max(0, counted - present - memory.excused.get(replica.role, 0))
     return lost
+
+
+# Pods deleted to be recreated, counting a restart or not.
+_RECREATED = (Decision.RESTART, Decision.REPLACE)
 
 
 def restart_actions(
@@ -70,15 +75,16 @@ def restart_actions(
     actions: list[Action] = []
     waits: list[float] = []
     for view in views:
-        if view.decision != Decision.RESTART or view.terminating or view.pod is None:
+        if view.decision not in _RECREATED or view.terminating or view.pod is None:
             continue
         finished = view.outcome.finished_at if view.outcome else None
         due = later(finished, restart_delay(restarts)) if finished else now
         if due > now:
             waits.append((due - now).total_seconds())
             continue
-        message = f"Restarting {view.label}: {detail(view)}; deleting pod {view.slot.name}"
-        actions.append(
-            delete_of(view.pod, *POD, Event(EventType.WARNING, Reason.RESTARTING, message))
-        )
+        counted = view.decision == Decision.RESTART
+        what = "Restarting" if counted else "Recreating, without counting a restart,"
+        message = f"{what} {view.label}: {view.detail}; deleting pod {view.slot.name}"
+        reason = Reason.RESTARTING if counted else Reason.RECREATING
+        actions.append(delete_of(view.pod.obj, *POD, Event(EventType.WARNING, reason, message)))
     return actions, waits

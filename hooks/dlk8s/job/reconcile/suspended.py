@@ -10,30 +10,30 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dlk8s.job.actions import Action, Event
-from dlk8s.job.api import ConditionType, EventType, JobContext, Observed, Phase, Reason, State
-from dlk8s.job.children import POD, is_terminating
-from dlk8s.job.policy import clear_condition, is_true, set_condition
-from dlk8s.job.reconcile.status import carried, replica_statuses
-from dlk8s.job.reconcile.view import JobView, Result, SlotView, delete_actions
+from dlk8s.job.actions import Action, Event, delete_actions
+from dlk8s.job.children import POD
+from dlk8s.job.conditions import clear_condition, set_condition
+from dlk8s.job.kind import JobContext
+from dlk8s.job.names import ConditionType, EventType, Phase, Reason, State
+from dlk8s.job.reconcile.slots import SlotView, replica_statuses
+from dlk8s.job.reconcile.view import Result
 
 
-def suspended(
-    ctx: JobContext, job: JobView, owned: Observed, views: Sequence[SlotView], restarts: int
-) -> Result:
+def suspended(ctx: JobContext, views: Sequence[SlotView]) -> Result:
     """Suspended, or resumed while the suspension's pods are still going away."""
+    job = ctx.job
     actions: list[Action] = []
-    if not is_true(job.conditions, ConditionType.SUSPENDED):
+    if ConditionType.SUSPENDED not in job.true_conditions:
         actions.append(
             Event(EventType.NORMAL, Reason.SUSPENDED, "Suspending the job: deleting its pods")
         )
-    for pod in owned.pods:
-        if not is_terminating(pod):
-            actions += delete_actions(pod, POD, "the job is suspended")
+    for pod in job.children.pods:
+        if not pod.terminating:
+            actions += delete_actions(pod.obj, POD, "the job is suspended")
     now = job.stamp
     message = (
         "spec.runPolicy.suspend is true"
-        if ctx.run_policy.suspend
+        if job.policy.suspend
         else "Resuming once the pods of the suspension are gone"
     )
     conditions = set_condition(
@@ -46,7 +46,7 @@ def suspended(
         conditions, ConditionType.RESTARTING, Reason.SUSPENDED, "The job is suspended", now
     )
     # No startTime: the deadline starts again on resume, as for a batch Job.
-    status = carried(job, restarts) | {
+    status = job.carried | {
         "state": State.RUNNING,
         "phase": Phase.CREATING,
         "reason": Reason.SUSPENDED,

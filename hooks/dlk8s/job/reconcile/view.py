@@ -1,155 +1,176 @@
-"""What every path of reconcile shares: the job as read, the verdict, the result.
+"""Reading a job once, and what every path returns.
 
-JobView reads a job leniently (any input gives one), SlotView pairs a slot of
-the spec with the pod that fills it, and the small builders of actions keep
-every create and delete paired with the event that tells the user about it.
+read_job makes the JobView (kind.JobView) every path reads: leniently, so
+any input gives one, and once, so no path digs in the object again. A
+Verdict is an outcome decided in this pass; a Result is what a pass returns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
+from typing import Final
 
 from dlk8s.job import naming
-from dlk8s.job.actions import Action, Create, Event, delete_of
-from dlk8s.job.api import (
-    EventType,
-    JobContext,
-    Kind,
+from dlk8s.job.actions import Action
+from dlk8s.job.conditions import clean_conditions
+from dlk8s.job.failurepolicy import read_rules
+from dlk8s.job.kind import Children, ChildView, JobView, Observed, RunPolicy
+from dlk8s.job.kinds import lookup
+from dlk8s.job.names import (
+    ANNOTATION_RESTART_COUNT,
+    CleanPodPolicy,
+    ConditionType,
+    State,
+    SuccessPolicy,
+)
+from dlk8s.job.objects import (
     Obj,
-    Reason,
-    RunPolicy,
-    Slot,
     as_dict,
+    as_int,
     as_str,
+    dig,
     format_time,
     is_int,
+    is_terminating,
+    later,
+    name_of,
     parse_time,
-    run_policy,
+    replica_key,
 )
-from dlk8s.job.children import is_terminating
-from dlk8s.job.kinds import lookup
-from dlk8s.job.policy import Decision, PodOutcome, clean_conditions, pod_outcome
+from dlk8s.job.policy import counted_pods
+
+# The status fields that remember how pods ended: the replicas that failed
+# for good, and the pods recreated without counting a restart.
+MEMORY_FIELDS: Final = ("failedReplicas", "uncountedRestarts")
 
 
 @dataclass(frozen=True)
 class Result:
-    actions: list[Action]
+    actions: list[Action]  # what the I/O side is to do, in order
     status: Obj  # the complete desired .status
     requeue_after: float | None  # seconds until a timer needs another pass
 
 
 @dataclass(frozen=True)
-class JobView:
-    """What every path needs to know about a job, read leniently."""
+class Verdict:
+    """The outcome of a job, decided in this pass (the finished path records it)."""
 
-    raw: Obj
-    kind: Kind | None
-    name: str
-    namespace: str
-    uid: str
-    generation: int | None
-    policy: RunPolicy
-    prev: Obj  # the status written last time
-    conditions: list[Obj]
-    now: datetime
-
-    @property
-    def stamp(self) -> str:
-        return format_time(self.now)
-
-    @property
-    def runtime_id(self) -> str:
-        return naming.runtime_id(self.uid)
+    state: str  # State.SUCCEEDED or State.FAILED
+    reason: str  # the status's reason and the event's
+    message: str  # what the condition and the event say
 
 
-def read_job(raw: Obj, now: datetime) -> JobView:
-    meta = as_dict(raw.get("metadata"))
-    prev = as_dict(raw.get("status"))
-    generation = meta.get("generation")
-    if not is_int(generation) or generation < 0:
-        generation = None
+def read_job(raw: Obj, observed: Observed, now: datetime) -> JobView:
+    meta, prev = as_dict(raw.get("metadata")), as_dict(raw.get("status"))
+    uid, generation = as_str(meta.get("uid")), meta.get("generation")
+    generation = generation if is_int(generation) and generation >= 0 else None
+    policy, kind = run_policy(raw), lookup(raw.get("kind"))
+    conditions = clean_conditions(prev.get("conditions"))
+    true = frozenset(c["type"] for c in conditions if c.get("status") == "True")
+    start, completion = prev.get("startTime"), prev.get("completionTime")
+    started_at, completed_at = parse_time(start), parse_time(completion)
+    start_time = start if started_at is not None else None
+    deadline = policy.active_deadline_seconds
+    runtime_id, stamp = naming.runtime_id(uid), format_time(now)
+    restarts = restart_count(prev, observed.pods)
+    # The status fields every path keeps.
+    carried: Obj = {"runtimeId": runtime_id, "restartCount": restarts}
+    if generation is not None:
+        carried["observedGeneration"] = generation
+    if start_time:
+        carried["startTime"] = start_time
+    # What the status remembers of how pods ended (reconcile.endings).
+    for field in MEMORY_FIELDS:
+        if isinstance(prev.get(field), list) and prev[field]:
+            carried[field] = prev[field]
+    if kind is not None:
+        carried |= kind.status_fields(raw, prev, stamp)
     return JobView(
         raw=raw,
-        kind=lookup(raw.get("kind")),
+        kind=kind,
         name=as_str(meta.get("name")),
         namespace=as_str(meta.get("namespace")),
-        uid=as_str(meta.get("uid")),
+        uid=uid,
+        runtime_id=runtime_id,
         generation=generation,
-        policy=run_policy(raw),
+        deleting=meta.get("deletionTimestamp") is not None,
+        policy=policy,
+        children=read_children(observed),
         prev=prev,
-        conditions=clean_conditions(prev.get("conditions")),
+        conditions=conditions,
+        true_conditions=true,
+        counted=counted_pods(prev.get("replicaStatuses")),
+        restarts=restarts,
+        outcome=_outcome(prev.get("state"), true),
+        start_time=start_time,
+        started_at=started_at,
+        completion_time=completion if completed_at is not None else None,
+        completed_at=completed_at,
+        deadline=None if deadline is None else later(started_at or now, deadline),
+        carried=carried,
         now=now,
+        stamp=stamp,
     )
 
 
-@dataclass(frozen=True)
-class Verdict:
-    state: str
-    reason: str
-    message: str
+def run_policy(job: object) -> RunPolicy:
+    """spec.runPolicy with every unusable field replaced by its default.
+
+    Lenient on purpose: a job that failed validation still needs its cleanup
+    policy and TTL honoured.
+    """
+    raw = as_dict(dig(job, "spec", "runPolicy"))
+    clean, success = raw.get("cleanPodPolicy"), raw.get("successPolicy")
+    ttl, deadline, limit = (
+        as_int(raw.get(key), -1)
+        for key in ("ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit")
+    )
+    return RunPolicy(
+        clean_pod_policy=clean if clean in CleanPodPolicy.ALLOWED else CleanPodPolicy.RUNNING,
+        ttl_seconds_after_finished=ttl if ttl >= 0 else None,
+        active_deadline_seconds=deadline if deadline > 0 else None,
+        backoff_limit=limit if limit >= 0 else None,
+        suspend=raw.get("suspend") is True,
+        success_policy=success
+        if success in SuccessPolicy.ALLOWED
+        else SuccessPolicy.NO_FAILED_REPLICAS,
+        failure_rules=read_rules(raw.get("podFailurePolicy")),
+    )
 
 
-@dataclass(frozen=True)
-class SlotView:
-    """One slot and the pod that fills it, if any."""
+def read_children(observed: Observed) -> Children:
+    def read(group: Sequence[Obj]) -> tuple[ChildView, ...]:
+        return tuple(
+            ChildView(obj, name_of(obj), replica_key(obj), is_terminating(obj)) for obj in group
+        )
 
-    slot: Slot
-    pod: Obj | None
-    outcome: PodOutcome | None
-    decision: str
-
-    @property
-    def terminating(self) -> bool:
-        return self.pod is not None and is_terminating(self.pod)
-
-    @property
-    def settled(self) -> bool:
-        """Has a pod that needs nothing from us (pending, running or done)."""
-        return self.pod is not None and not self.terminating and self.decision != Decision.RESTART
-
-    @property
-    def label(self) -> str:
-        return f"{self.slot.role} {self.slot.index}"
+    return Children(
+        read(observed.pods),
+        read(observed.services),
+        read(observed.configmaps),
+        read(observed.deployments),
+        read(observed.gone),
+    )
 
 
-def deciders_of(ctx: JobContext, views: Sequence[SlotView]) -> list[SlotView]:
-    return [v for v in views if v.slot.role == ctx.deciding_role]
+def restart_count(prev: Obj, pods: Sequence[Obj]) -> int:
+    """The restarts the status counted, or more if a pod's annotation says so
+    (a restart acted on whose status write was lost: see restarts.py)."""
+    counts = [max(0, as_int(prev.get("restartCount"), 0))]
+    for pod in pods:
+        value = dig(pod, "metadata", "annotations", ANNOTATION_RESTART_COUNT)
+        if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 10:
+            counts.append(int(value))
+    return max(counts)
 
 
-def is_up(view: SlotView) -> bool:
-    """Running, or already done (a decider that waits for its peers)."""
-    return view.outcome is not None and view.outcome.phase in ("Running", "Succeeded")
-
-
-def detail(view: SlotView) -> str:
-    return view.outcome.detail if view.outcome else "no pod"
-
-
-def outcomes(pods: Iterable[Obj], container: str) -> list[PodOutcome]:
-    return [pod_outcome(pod, container) for pod in pods]
-
-
-def create_actions(obj: Obj) -> list[Action]:
-    """The create and the event that tells of it, posted only if it succeeds."""
-    what = f"{obj['kind'].lower()} {obj['metadata']['name']}"
-    return [Create(obj, Event(EventType.NORMAL, Reason.CREATE, f"Created {what}"))]
-
-
-def delete_actions(obj: Obj, api_kind: tuple[str, str], why: str) -> list[Action]:
-    name = as_str(as_dict(obj.get("metadata")).get("name"))
-    message = f"Deleted {api_kind[1].lower()} {name}: {why}"
-    return [delete_of(obj, *api_kind, Event(EventType.NORMAL, Reason.DELETE, message))]
-
-
-def later(moment: datetime, seconds: float) -> datetime:
-    """moment + seconds, saturating: a timer beyond year 9999 never fires."""
-    try:
-        return moment + timedelta(seconds=seconds)
-    except OverflowError:
-        return datetime.max.replace(tzinfo=UTC)
-
-
-def valid_time(value: object) -> str | None:
-    return value if isinstance(value, str) and parse_time(value) is not None else None
+def _outcome(state: object, true_conditions: frozenset[str]) -> str | None:
+    """Succeeded or Failed once the job has finished, by its status's state
+    or else by its conditions; None while it has not."""
+    if state in (State.SUCCEEDED, State.FAILED):
+        return str(state)
+    if ConditionType.SUCCEEDED in true_conditions:
+        return State.SUCCEEDED
+    return State.FAILED if ConditionType.FAILED in true_conditions else None

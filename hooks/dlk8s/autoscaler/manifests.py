@@ -1,0 +1,176 @@
+"""The planner's cluster read from API objects: nodes, pods and PaddleJobs.
+
+Lenient: any object gives a value or None, never an exception, since the
+informers call these on whatever the API server sends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dlk8s.autoscaler.cluster import (
+    ElasticJob,
+    Node,
+    Placement,
+    Pod,
+    Requirement,
+    Taint,
+    Toleration,
+)
+from dlk8s.job.computeresources import from_list, pod_requests
+from dlk8s.job.kinds.paddle_spec import (
+    KIND,
+    TRAINER,
+    is_admission_gate,
+    is_elastic,
+    requested_trainers,
+    sizing_spec,
+    trainer_bounds,
+    trainer_count,
+)
+from dlk8s.job.names import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE, State
+from dlk8s.job.objects import as_dict, as_int, as_list, as_str, dig, string_map
+
+
+def node_from_manifest(obj: object) -> Node | None:
+    name = dig(obj, "metadata", "name")
+    if not isinstance(name, str) or not name:
+        return None
+    taints = tuple(
+        Taint(as_str(t.get("key")), as_str(t.get("value")), as_str(t.get("effect")))
+        for t in as_list(dig(obj, "spec", "taints"))
+        if isinstance(t, dict)
+    )
+    return Node(
+        name=name,
+        allocatable=from_list(dig(obj, "status", "allocatable")),
+        labels=string_map(dig(obj, "metadata", "labels")),
+        taints=taints,
+        schedulable=dig(obj, "spec", "unschedulable") is not True,
+    )
+
+
+def pod_from_manifest(obj: object) -> Pod | None:
+    """None for pods that have terminated (they hold no resources)."""
+    meta = as_dict(dig(obj, "metadata"))
+    name = meta.get("name")
+    if not isinstance(name, str) or dig(obj, "status", "phase") in ("Succeeded", "Failed"):
+        return None
+    spec = as_dict(dig(obj, "spec"))
+    labels = as_dict(meta.get("labels"))
+    index = as_str(labels.get(LABEL_REPLICA_INDEX))
+    owner = next(
+        (
+            ref
+            for ref in as_list(meta.get("ownerReferences"))
+            if isinstance(ref, dict) and ref.get("controller") is True
+        ),
+        {},
+    )
+    return Pod(
+        namespace=as_str(meta.get("namespace")),
+        name=name,
+        node=as_str(spec.get("nodeName")),
+        requests=pod_requests(spec),
+        terminating=meta.get("deletionTimestamp") is not None,
+        owner_uid=as_str(owner.get("uid")),
+        role=as_str(labels.get(LABEL_REPLICA_TYPE)),
+        index=int(index) if index.isascii() and index.isdigit() and len(index) < 8 else -1,
+        created=as_str(meta.get("creationTimestamp")),
+        placement=placement_of(spec),
+        gated=any(map(is_admission_gate, as_list(spec.get("schedulingGates")))),
+    )
+
+
+def placement_of(spec: Mapping[str, Any]) -> Placement:
+    """The nodes a pod spec lets its pod go to (read leniently)."""
+    return Placement(
+        node_selector=string_map(spec.get("nodeSelector")),
+        tolerations=_tolerations(spec),
+        node_affinity=_required_node_affinity(spec),
+    )
+
+
+def _required_node_affinity(spec: Mapping[str, Any]) -> tuple[tuple[Requirement, ...], ...]:
+    required = dig(
+        spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    return tuple(
+        (*_requirements(term, "matchExpressions", False), *_requirements(term, "matchFields", True))
+        for term in as_list(dig(required, "nodeSelectorTerms"))
+    )
+
+
+def _requirements(term: object, key: str, field: bool) -> tuple[Requirement, ...]:
+    return tuple(
+        Requirement(
+            as_str(r.get("key")),
+            as_str(r.get("operator")),
+            tuple(v for v in as_list(r.get("values")) if isinstance(v, str)),
+            field,
+        )
+        for r in as_list(dig(term, key))
+        if isinstance(r, dict)
+    )
+
+
+def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
+    return tuple(
+        Toleration(
+            as_str(t.get("key")),
+            as_str(t.get("operator"), "Equal"),
+            as_str(t.get("value")),
+            as_str(t.get("effect")),
+        )
+        for t in as_list(spec.get("tolerations"))
+        if isinstance(t, dict)
+    )
+
+
+def job_from_manifest(obj: object) -> ElasticJob | None:
+    """An elastic PaddleJob the autoscaler may move; None for anything else
+    (not elastic, unusable spec, finished or finishing, suspended or being
+    deleted)."""
+    if dig(obj, "kind") != KIND or not is_elastic(obj):
+        return None
+    meta = as_dict(dig(obj, "metadata"))
+    status = as_dict(dig(obj, "status"))
+    if (
+        meta.get("deletionTimestamp") is not None
+        or status.get("state") in ("Succeeded", "Failed")
+        or _finishing(status)
+        or dig(obj, "spec", "runPolicy", "suspend") is True
+        or dig(obj, "spec", "faultTolerant") is not True
+    ):
+        return None
+    bounds, count = trainer_bounds(obj), trainer_count(obj)
+    uid, name = meta.get("uid"), meta.get("name")
+    if bounds is None or count is None or not isinstance(uid, str) or not isinstance(name, str):
+        return None
+    # The trainer pod as the operator builds it: its template's placement and
+    # sidecars, the main container sized by spec.trainer.resources.
+    trainer = sizing_spec(obj, TRAINER)
+    return ElasticJob(
+        uid=uid,
+        key=f"{as_str(meta.get('namespace'))}/{name}",
+        min=bounds[0],
+        max=bounds[1],
+        trainers=count,
+        trainer=pod_requests(trainer),
+        running=status.get("state") == "Running" and status.get("phase") == "Running",
+        created=as_str(meta.get("creationTimestamp")),
+        admitted=requested_trainers(obj) is not None,
+        placement=placement_of(trainer),
+    )
+
+
+def _finishing(status: Mapping[str, Any]) -> bool:
+    """Some trainer has exited 0: the master's task queue is empty and the
+    job is ending. Scaling it now would cut trainers short or add ones with
+    nothing to do, and its finished trainers (gone from the pods the plan
+    sees) are not trainers waiting for room."""
+    for entry in as_list(status.get("replicaStatuses")):
+        if isinstance(entry, dict) and entry.get("replicaType") == TRAINER:
+            return as_int(as_dict(entry.get("replicasStates")).get(State.SUCCEEDED), 0) > 0
+    return False

@@ -1,0 +1,240 @@
+"""PaddleJob's spec: its vocabulary, how it is read and how it is checked.
+
+Reading is lenient (the autoscaler and the status read jobs that may not be
+valid); `validate` is the Kind's. What a PaddleJob is: docs/kinds.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Final
+
+from dlk8s.job.kinds.paddle_templates import role_template, template_problems
+from dlk8s.job.names import MAX_REPLICAS
+from dlk8s.job.objects import Obj, as_dict, as_int, as_list, dig, is_int, show
+from dlk8s.job.validation import (
+    int_between,
+    optional_object,
+    port_problems,
+    resources_problems,
+)
+
+KIND: Final = "PaddleJob"
+MASTER: Final = "MASTER"
+PSERVER: Final = "PSERVER"
+TRAINER: Final = "TRAINER"
+CONTAINER: Final = "paddle"  # the main container, in every role
+PORT_NAME: Final = "paddle-port"
+
+DEFAULT_PORT: Final = 7164
+DEFAULT_PORTS_NUM: Final = 1
+DEFAULT_PORTS_NUM_FOR_SPARSE: Final = 0  # the CRD's default
+DEFAULT_PASSES: Final = 1
+
+ANNOTATION_TRAINERS: Final = "dlk8s.io/trainers"
+ANNOTATION_TRAINERS_REASON: Final = "dlk8s.io/trainers-reason"
+# How much of a reason the annotation keeps, and how much status and events show.
+MAX_REASON: Final = 1000
+SHOWN_REASON: Final = 300
+# A trainer created while the autoscaler keeps nodes for a starving job
+# carries this scheduling gate until its job has a trainer count (the
+# autoscaler's admission, or a user's): see config.Admission.
+ADMISSION_GATE: Final = "dlk8s.io/admission"
+
+
+# --- reading the spec (lenient: also used before validation) -------------------
+
+
+def trainer_bounds(job: object) -> tuple[int, int] | None:
+    """(minInstance, maxInstance) of the trainers, or None if unusable."""
+    low = dig(job, "spec", "trainer", "minInstance")
+    high = dig(job, "spec", "trainer", "maxInstance")
+    if not (is_int(low) and is_int(high) and 1 <= low <= high <= MAX_REPLICAS):
+        return None
+    return low, high
+
+
+def is_elastic(job: object) -> bool:
+    bounds = trainer_bounds(job)
+    return bounds is not None and bounds[0] < bounds[1]
+
+
+def requested_trainers(job: object) -> int | None:
+    """The count the annotation dlk8s.io/trainers asks for, if it is a number."""
+    value = dig(job, "metadata", "annotations", ANNOTATION_TRAINERS)
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        text = value.strip()
+        return int(text) if len(text) < 10 else MAX_REPLICAS
+    return None
+
+
+def is_admission_gate(gate: object) -> bool:
+    """One of a pod's spec.schedulingGates is ours."""
+    return isinstance(gate, dict) and gate.get("name") == ADMISSION_GATE
+
+
+def trainer_count(job: object) -> int | None:
+    """The trainers the job runs: the annotation's count kept within
+    [minInstance, maxInstance], else minInstance. None if the bounds are unusable."""
+    bounds = trainer_bounds(job)
+    if bounds is None:
+        return None
+    low, high = bounds
+    asked = requested_trainers(job)
+    return low if asked is None else min(high, max(low, asked))
+
+
+@dataclass(frozen=True)
+class TrainerDecision:
+    """A trainer count chosen for a job, and why: what the autoscaler decides
+    and what a user may write by hand, as the job's annotations carry it.
+
+    The count goes in dlk8s.io/trainers; the reason in
+    dlk8s.io/trainers-reason as "<count>: <reason>", so a reason is only
+    ever shown next to the count it was given for (a later hand-set count
+    makes a stale reason fall back to the plain explanation).
+    """
+
+    trainers: int
+    reason: str
+
+    def annotations(self) -> dict[str, str]:
+        reason = f"{self.trainers}: {self.reason}"[:MAX_REASON]
+        return {ANNOTATION_TRAINERS: str(self.trainers), ANNOTATION_TRAINERS_REASON: reason}
+
+    @staticmethod
+    def reason_on(job: object, count: int) -> str | None:
+        """The reason the job's annotation gives for `count`, if it gives one."""
+        written = dig(job, "metadata", "annotations", ANNOTATION_TRAINERS_REASON)
+        prefix = f"{count}: "
+        if isinstance(written, str) and written.startswith(prefix) and len(written) > len(prefix):
+            return written[len(prefix) :][:SHOWN_REASON]
+        return None
+
+
+def scale_reason(job: object, count: int) -> str:
+    """Why the job runs `count` trainers, for status and events."""
+    given = TrainerDecision.reason_on(job, count)
+    if given is not None:
+        return given
+    raw = dig(job, "metadata", "annotations", ANNOTATION_TRAINERS)
+    asked = requested_trainers(job)
+    if raw is None:
+        return "no dlk8s.io/trainers annotation: trainer.minInstance"
+    if asked is None:
+        return f"dlk8s.io/trainers is not a count ({show(raw)}): trainer.minInstance"
+    if asked != count:
+        return f"dlk8s.io/trainers asks for {asked}, kept within minInstance..maxInstance"
+    return "set by the dlk8s.io/trainers annotation"
+
+
+def sizing_spec(job: object, role: str) -> Obj:
+    """What the autoscaler sizes and places a role's pod by: the template's
+    pod spec, its main container given spec.<role>.resources as the built
+    pod has it."""
+    spec = copy.deepcopy(as_dict(role_template(job, role).get("spec")))
+    resources = as_dict(dig(job, "spec", role.lower(), "resources"))
+    main: Obj = {"name": CONTAINER, "resources": copy.deepcopy(resources)}
+    others = [c for c in as_list(spec.get("containers")) if dig(c, "name") != CONTAINER]
+    spec["containers"] = [main, *others]
+    return spec
+
+
+def fault_tolerant(job: Obj) -> bool:
+    return dig(job, "spec", "faultTolerant") is True
+
+
+# --- validation ----------------------------------------------------------------------
+
+
+def validate(job: Obj) -> list[str]:
+    spec = job.get("spec")
+    if not isinstance(spec, dict):
+        return ["spec: must be an object"]
+    problems: list[str] = []
+    image = spec.get("image")
+    if not isinstance(image, str) or not image:
+        problems.append("spec.image: must be a non-empty string")
+    problems += port_problems("spec.port", spec.get("port"))
+    problems += int_between("spec.portsNum", spec.get("portsNum"), 1, 65535)
+    problems += int_between("spec.portsNumForSparse", spec.get("portsNumForSparse"), 0, 65535)
+    if not problems:
+        last = (
+            as_int(spec.get("port"), DEFAULT_PORT)
+            + as_int(spec.get("portsNum"), DEFAULT_PORTS_NUM)
+            + as_int(spec.get("portsNumForSparse"), DEFAULT_PORTS_NUM_FOR_SPARSE)
+        )
+        if last > 65536:
+            problems.append(
+                "spec.port: port + portsNum + portsNumForSparse must stay within 65536"
+                " (the ports each pserver opens)"
+            )
+    if spec.get("faultTolerant") not in (None, True, False):
+        problems.append("spec.faultTolerant: must be true or false")
+    problems += _trainer_problems(spec.get("trainer"))
+    problems += _pserver_problems(spec.get("pserver"))
+    problems += optional_object("spec.master", spec.get("master"), _master_problems)
+    if is_elastic(job) and not fault_tolerant(job):
+        problems.append(
+            "spec.faultTolerant: must be true when spec.trainer.minInstance is below"
+            " maxInstance (only a fault-tolerant job survives losing trainers when scaled down)"
+        )
+    return problems
+
+
+def _master_problems(path: str, master: Obj) -> list[str]:
+    problems = resources_problems(f"{path}.resources", master.get("resources"))
+    return problems + _template_problems(path, master, master=True)
+
+
+def _template_problems(path: str, block: Obj, master: bool = False) -> list[str]:
+    return optional_object(
+        f"{path}.template",
+        block.get("template"),
+        lambda where, template: template_problems(where, template, CONTAINER, master),
+    )
+
+
+def _trainer_problems(trainer: object) -> list[str]:
+    path = "spec.trainer"
+    if not isinstance(trainer, dict):
+        return [f"{path}: must be an object"]
+    problems = []
+    entry = trainer.get("entrypoint")
+    if not isinstance(entry, str) or not entry:
+        problems.append(f"{path}.entrypoint: must be a non-empty string")
+    if trainer.get("workspace") is not None and not isinstance(trainer.get("workspace"), str):
+        problems.append(f"{path}.workspace: must be a string")
+    problems += int_between(f"{path}.passes", trainer.get("passes"), 1, 2**31 - 1)
+    problems += _bounds_problems(path, trainer)
+    low, high = trainer.get("minInstance"), trainer.get("maxInstance")
+    if not problems and is_int(low) and is_int(high) and low > high:
+        problems.append(f"{path}.minInstance: must not exceed {path}.maxInstance")
+    problems += resources_problems(f"{path}.resources", trainer.get("resources"))
+    return problems + _template_problems(path, trainer)
+
+
+def _pserver_problems(pserver: object) -> list[str]:
+    path = "spec.pserver"
+    if not isinstance(pserver, dict):
+        return [f"{path}: must be an object"]
+    problems = _bounds_problems(path, pserver)
+    low, high = pserver.get("minInstance"), pserver.get("maxInstance")
+    if not problems and low != high:
+        problems.append(
+            f"{path}.maxInstance: must equal {path}.minInstance (pservers do not scale)"
+        )
+    problems += resources_problems(f"{path}.resources", pserver.get("resources"))
+    return problems + _template_problems(path, pserver)
+
+
+def _bounds_problems(path: str, block: Obj) -> list[str]:
+    problems = []
+    for key in ("minInstance", "maxInstance"):
+        value = block.get(key)
+        if value is None:
+            problems.append(f"{path}.{key}: is required")
+        else:
+            problems += int_between(f"{path}.{key}", value, 1, MAX_REPLICAS)
+    return problems

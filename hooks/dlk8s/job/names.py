@@ -1,0 +1,132 @@
+"""The dlk8s.io API's vocabulary: its group, labels, phases, states, conditions and reasons.
+
+Plain constants every layer shares; nothing here reads an object.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "dlk8s.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+LABEL_JOB_NAME: Final = "dlk8s.io/job-name"
+LABEL_JOB_KIND: Final = "dlk8s.io/job-kind"
+LABEL_REPLICA_TYPE: Final = "dlk8s.io/replica-type"
+LABEL_REPLICA_INDEX: Final = "dlk8s.io/replica-index"
+LABEL_RUNTIME_ID: Final = "dlk8s.io/runtime-id"
+# The job's restart count when the pod was created: lets a restart that was
+# acted on but whose status write was lost be recovered from the pod itself.
+ANNOTATION_RESTART_COUNT: Final = "dlk8s.io/restart-count"
+
+MAX_REPLICAS: Final = 10_000
+
+# The pod condition Kubernetes sets on a pod it is about to evict, preempt
+# or delete with its node (its reason says which): disruptions are not failures.
+DISRUPTION_TARGET: Final = "DisruptionTarget"
+
+
+class Phase:
+    CREATING: Final = "Creating"
+    RUNNING: Final = "Running"
+    CLEANUP: Final = "CleanUp"
+    FAILED: Final = "Failed"
+    DONE: Final = "Done"
+
+
+class State:
+    RUNNING: Final = "Running"
+    SUCCEEDED: Final = "Succeeded"
+    FAILED: Final = "Failed"
+
+
+class ConditionType:
+    CREATED: Final = "Created"
+    RUNNING: Final = "Running"
+    RESTARTING: Final = "Restarting"
+    SUSPENDED: Final = "Suspended"
+    SUCCEEDED: Final = "Succeeded"
+    FAILED: Final = "Failed"
+
+
+# The order conditions appear in, so an unchanged job keeps an identical list.
+CONDITION_ORDER: Final = (
+    ConditionType.CREATED,
+    ConditionType.RUNNING,
+    ConditionType.RESTARTING,
+    ConditionType.SUSPENDED,
+    ConditionType.SUCCEEDED,
+    ConditionType.FAILED,
+)
+
+
+class Reason:
+    CREATING: Final = "Creating"
+    CREATED: Final = "PodsCreated"
+    RUNNING: Final = "Running"
+    RESTARTING: Final = "Restarting"
+    RECOVERED: Final = "Recovered"
+    SUSPENDED: Final = "Suspended"
+    RESUMED: Final = "Resumed"
+    SUCCEEDED: Final = "Succeeded"
+    REPLICA_FAILED: Final = "ReplicaFailed"
+    BACKOFF_LIMIT_EXCEEDED: Final = "BackoffLimitExceeded"
+    DEADLINE_EXCEEDED: Final = "DeadlineExceeded"
+    INVALID_SPEC: Final = "InvalidSpec"
+    CONFIG_ERROR: Final = "ConfigError"
+    RECREATING: Final = "Recreating"
+    TTL_EXPIRED: Final = "TTLExpired"
+    CREATE: Final = "SuccessfulCreate"
+    DELETE: Final = "SuccessfulDelete"
+    INTERNAL_ERROR: Final = "InternalError"
+    NAME_TAKEN: Final = "NameTaken"
+    # The API server refused a create or a delete (admission, quota, an
+    # invalid object); client-go's controllers use the same two reasons.
+    FAILED_CREATE: Final = "FailedCreate"
+    FAILED_DELETE: Final = "FailedDelete"
+    # The deciding replica succeeded, but other replicas had failed for good
+    # (successPolicy NoFailedReplicas or AllWorkers).
+    OTHER_REPLICAS_FAILED: Final = "OtherReplicasFailed"
+    # A rule of spec.runPolicy.podFailurePolicy failed the job (Job's reason).
+    POD_FAILURE_POLICY: Final = "PodFailurePolicy"
+    # A pod recreated without counting a restart: disrupted, or its failure
+    # matched an Ignore rule.
+    POD_DISRUPTED: Final = "PodDisrupted"
+    POD_FAILURE_IGNORED: Final = "PodFailureIgnored"
+
+
+class EventType:
+    """The type of a Kubernetes Event: Warning for what a user must act on."""
+
+    NORMAL: Final = "Normal"
+    WARNING: Final = "Warning"
+
+
+class CleanPodPolicy:
+    RUNNING: Final = "Running"
+    ALL: Final = "All"
+    NONE: Final = "None"
+    ALLOWED: Final = (RUNNING, ALL, NONE)
+
+
+class SuccessPolicy:
+    """spec.runPolicy.successPolicy: when the deciding replica's success is the job's."""
+
+    # The default: only if no replica failed for good meanwhile.
+    NO_FAILED_REPLICAS: Final = "NoFailedReplicas"
+    # The seeds' rule: the deciding replica alone.
+    DECIDING_REPLICA: Final = "DecidingReplica"
+    # As the default, and every WORKER must have succeeded too (Kubeflow's AllWorkers).
+    ALL_WORKERS: Final = "AllWorkers"
+    ALLOWED: Final = (NO_FAILED_REPLICAS, DECIDING_REPLICA, ALL_WORKERS)
+
+
+class RestartPolicy:
+    """When the operator recreates a finished pod (see policy.decide)."""
+
+    EXIT_CODE: Final = "ExitCode"
+    ON_FAILURE: Final = "OnFailure"
+    ALWAYS: Final = "Always"
+    NEVER: Final = "Never"
+    ALLOWED: Final = (EXIT_CODE, ON_FAILURE, ALWAYS, NEVER)

@@ -1,0 +1,85 @@
+"""What a pass of an active job creates and deletes.
+
+The pods missing from their slots, the replicas' Services and the kind's
+extras (ConfigMaps, TensorBoard) are created; strays, and children the spec
+no longer asks for, are deleted. Existing children are left as they are,
+and only missing ones are built, so a job at rest costs little.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dlk8s.job.accelerators import inject_accelerators
+from dlk8s.job.actions import Action, create_actions, delete_actions
+from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE, headless_service, pod_for_slot
+from dlk8s.job.kind import ChildView, JobContext, Slot
+from dlk8s.job.objects import Obj
+from dlk8s.job.reconcile.slots import SlotView
+
+Target = tuple[Obj, tuple[str, str]]  # a child and its (apiVersion, kind)
+
+
+def changes(
+    ctx: JobContext, views: Sequence[SlotView], strays: Sequence[ChildView], restarts: int
+) -> tuple[list[Action], list[SlotView]]:
+    """The creates and deletes of the pass, and the slots whose pods it
+    creates. `restarts`: the count each new pod carries in its annotation."""
+    creating = _missing_pods(views, ctx.job.children.pods)
+    pods = [_build_pod(ctx, v.slot, restarts) for v in creating]
+    others, unwanted = _other_children(ctx)
+    leftover = [(pod.obj, POD) for pod in strays if not pod.terminating]
+    actions = (
+        _deletes(leftover, "it matches no replica of the spec")
+        + [a for obj in pods + others for a in create_actions(obj)]
+        + _deletes(unwanted, "the spec no longer asks for it")
+    )
+    return actions, creating
+
+
+def _missing_pods(views: Sequence[SlotView], pods: Sequence[ChildView]) -> list[SlotView]:
+    """Slots whose pod is to be created now. A name still held by any pod
+    (even one being deleted) must be freed first: never two pods of one name."""
+    taken = {pod.name for pod in pods}
+    return [v for v in views if v.pod is None and v.slot.name not in taken]
+
+
+def _build_pod(ctx: JobContext, slot: Slot, restarts: int) -> Obj:
+    pod = ctx.kind.decorate_pod(ctx, slot, pod_for_slot(ctx, slot, restarts))
+    inject_accelerators(pod["spec"], ctx.config.accelerators)
+    return pod
+
+
+def _other_children(ctx: JobContext) -> tuple[list[Obj], list[Target]]:
+    """Services, ConfigMaps and Deployments: those missing (built), and
+    those the spec no longer asks for."""
+    extras = ctx.kind.extras(ctx)
+    port_name = ctx.kind.port_name
+    owned = ctx.job.children
+    want = {(e["kind"], e["metadata"]["name"]) for e in extras}
+    if port_name is not None:
+        want |= {(SERVICE[1], slot.name) for slot in ctx.slots}
+    existing = (
+        [(o, SERVICE) for o in owned.services]
+        + [(o, CONFIG_MAP) for o in owned.configmaps]
+        + [(o, DEPLOYMENT) for o in owned.deployments]
+    )
+    have = {(api_kind[1], o.name) for o, api_kind in existing}
+    missing: list[Obj] = []
+    if port_name is not None:
+        missing += [
+            headless_service(ctx, slot, port_name)
+            for slot in ctx.slots
+            if (SERVICE[1], slot.name) not in have
+        ]
+    missing += [obj for obj in extras if (obj["kind"], obj["metadata"]["name"]) not in have]
+    unwanted = [
+        (o.obj, api_kind)
+        for o, api_kind in existing
+        if (api_kind[1], o.name) not in want and not o.terminating
+    ]
+    return missing, unwanted
+
+
+def _deletes(targets: Sequence[Target], why: str) -> list[Action]:
+    return [a for obj, api_kind in targets for a in delete_actions(obj, api_kind, why)]

@@ -1,0 +1,149 @@
+"""Whether an active job ends in this pass, and how (docs/kinds.md, "What ends a job").
+
+In this order:
+- the deciding replica has succeeded: the success policy says what that
+  is, once the others' ends have had SETTLE_SECONDS to be reported (so
+  that a failure names every replica that failed, too). NoFailedReplicas
+  (the default): Succeeded, unless a replica failed for good and no pod of
+  it has succeeded since (status.failedReplicas): then Failed, reason
+  OtherReplicasFailed, naming them. DecidingReplica
+  (the seeds' rule): Succeeded, whatever the others did. AllWorkers: as
+  the default once every WORKER has succeeded too; until then the job
+  runs on;
+- a pod judged FailJob (podFailurePolicy, its defaults included): Failed,
+  reason PodFailurePolicy for a rule of the job's, else ReplicaFailed;
+- activeDeadlineSeconds run out: DeadlineExceeded;
+- the restarts this pass needs would pass backoffLimit: BackoffLimitExceeded.
+The reason's message names the pods and their exit codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Final
+
+from dlk8s.job.kind import JobContext, JobView
+from dlk8s.job.names import Reason, State, SuccessPolicy
+from dlk8s.job.objects import Obj, as_dict, later
+from dlk8s.job.policy import RUNNING, SUCCEEDED, Decision
+from dlk8s.job.reconcile.slots import SlotView
+from dlk8s.job.reconcile.view import Verdict
+
+# The role successPolicy AllWorkers waits for (Kubeflow's name for it).
+WORKER: Final = "WORKER"
+# How long after the deciding replica's success the job waits for the other
+# pods still reported running: each kubelet reports each pod's end on its
+# own, and workers whose crash made their scheduler end (MXNet's kvstore
+# shuts down cleanly after its workers crash, the scheduler exits 0, and
+# the workers' own exits come a second later, seen on the real node) are
+# reported after it. The seeds' rule waits for nothing: it does not ask
+# after the others.
+SETTLE_SECONDS: Final = 5.0
+# A message names this many failed replicas at most, then counts the rest.
+NAMED: Final = 10
+
+
+def verdict(
+    ctx: JobContext, views: Sequence[SlotView], lost: int, failed: Sequence[Obj]
+) -> Verdict | None:
+    """The job's outcome if this pass decides it (see the module docstring)."""
+    job = ctx.job
+    deciders = [v for v in views if v.slot.role == ctx.deciding_role]
+    if deciders and all(v.decision == Decision.SUCCEED_JOB for v in deciders):
+        success = _success(job, views, deciders, failed)
+        if success is not None and not settle_wait(ctx, views):
+            return success
+    for view in views:
+        if view.decision == Decision.FAIL_JOB:
+            return _failure(view)
+    deadline = job.policy.active_deadline_seconds
+    if deadline is not None and deadline_wait(job) == 0:
+        message = f"The job has been active longer than activeDeadlineSeconds ({deadline}s)"
+        return Verdict(State.FAILED, Reason.DEADLINE_EXCEEDED, message)
+    limit, restarts = job.policy.backoff_limit, job.restarts
+    needed = lost + sum(1 for v in views if v.decision == Decision.RESTART)
+    if limit is not None and needed and restarts + needed > limit:
+        message = (
+            f"{needed} more pod restart(s) needed after {restarts}, but backoffLimit is {limit}"
+        )
+        return Verdict(State.FAILED, Reason.BACKOFF_LIMIT_EXCEEDED, message)
+    return None
+
+
+def _success(
+    job: JobView, views: Sequence[SlotView], deciders: list[SlotView], failed: Sequence[Obj]
+) -> Verdict | None:
+    """What the deciding replica's success makes of the job; None: it waits."""
+    last = max(deciders, key=_finish_order)
+    what = last.label if len(deciders) == 1 else f"all {len(deciders)} {last.slot.role} pods"
+    policy = job.policy.success_policy
+    if policy == SuccessPolicy.DECIDING_REPLICA:
+        ignored = f" (successPolicy DecidingReplica; failed: {listing(failed)})" if failed else ""
+        return Verdict(
+            State.SUCCEEDED, Reason.SUCCEEDED, f"{what} succeeded: {last.detail}{ignored}"
+        )
+    if policy == SuccessPolicy.ALL_WORKERS:
+        workers = [v for v in views if v.slot.role == WORKER != last.slot.role]
+        if any(v.outcome is None or v.outcome.phase != SUCCEEDED for v in workers):
+            return None
+        if workers:
+            what += f" and all {len(workers)} {WORKER} pods"
+    if failed:
+        message = (
+            f"{what} succeeded, but {len(failed)} other replica(s) failed for good"
+            f" and no pod of theirs has succeeded since: {listing(failed)}"
+        )
+        return Verdict(State.FAILED, Reason.OTHER_REPLICAS_FAILED, message)
+    return Verdict(State.SUCCEEDED, Reason.SUCCEEDED, f"{what} succeeded: {last.detail}")
+
+
+def settle_wait(ctx: JobContext, views: Sequence[SlotView]) -> float:
+    """Seconds the job still gives the ends of its other pods to be reported
+    after its deciding replica succeeded (0: none, or nothing to wait for)."""
+    job = ctx.job
+    deciders = [v for v in views if v.slot.role == ctx.deciding_role]
+    if job.policy.success_policy == SuccessPolicy.DECIDING_REPLICA or not deciders:
+        return 0.0
+    if not all(v.decision == Decision.SUCCEED_JOB for v in deciders):
+        return 0.0
+    others = [v for v in views if v.slot.role != ctx.deciding_role]
+    if not any(v.outcome is not None and v.outcome.phase == RUNNING for v in others):
+        return 0.0
+    ended = [v.outcome.finished_at for v in deciders if v.outcome and v.outcome.finished_at]
+    if not ended:
+        return 0.0
+    return max(0.0, (later(max(ended), SETTLE_SECONDS) - job.now).total_seconds())
+
+
+def listing(failed: Sequence[Obj]) -> str:
+    """The failed replicas as a message names them: role, index, pod and exit code."""
+    named = [
+        f"{e.get('replicaType')} {e.get('index')}"
+        f" (pod {e.get('pod')}, exit code {e.get('exitCode')})"
+        for e in map(as_dict, failed[:NAMED])
+    ]
+    more = f" and {len(failed) - NAMED} more" if len(failed) > NAMED else ""
+    return ", ".join(named) + more
+
+
+def _failure(view: SlotView) -> Verdict:
+    judgement = view.judgement
+    what = judgement.what if judgement is not None else view.detail
+    who = f"{view.label} (pod {view.slot.name})"
+    if judgement is not None and judgement.rule is not None:
+        message = f"{who} failed: {what}, matching {judgement.why}"
+        return Verdict(State.FAILED, Reason.POD_FAILURE_POLICY, message)
+    return Verdict(State.FAILED, Reason.REPLICA_FAILED, f"{who} failed: {what}")
+
+
+def _finish_order(view: SlotView) -> tuple[datetime, int]:
+    finished = view.outcome.finished_at if view.outcome else None
+    return (finished or datetime.min.replace(tzinfo=UTC), view.slot.index)
+
+
+def deadline_wait(job: JobView) -> float | None:
+    """Seconds until activeDeadlineSeconds runs out (0 once it has)."""
+    if job.deadline is None:
+        return None
+    return max(0.0, (job.deadline - job.now).total_seconds())

@@ -1,0 +1,76 @@
+"""What a child's watch event does to its job, and when its next pass runs.
+
+The event files the child under its job (runtime.childindex) and marks the
+change seen (runtime.expectations). A change that may move the job's phase
+or state (job.urgency) runs the job's pass at once; one that only moves
+counts waits for the batch, so that a burst of pod events costs one pass.
+An urgent change that comes while the job's last pass still awaits its own
+changes would only run a pass that waits: it is deferred until the last of
+those changes shows, and runs then.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+from dlk8s.job.objects import Obj
+from dlk8s.job.urgency import changes_state
+from dlk8s.runtime.childindex import ChildIndex
+from dlk8s.runtime.expectations import Expectations
+from dlk8s.runtime.informer import DELETED
+
+
+class Due(NamedTuple):
+    """The pass a child's event calls for."""
+
+    owner: Obj  # the controlling job's ownerReference (kind, name, uid)
+    now: bool  # at once, else after the batch
+
+
+class ChildEvents:
+    """The children's watch events, and the jobs whose urgent pass is deferred."""
+
+    def __init__(
+        self, children: ChildIndex, expectations: Expectations, listed: threading.Event
+    ) -> None:
+        self._children = children  # where each event files its child
+        self._expectations = expectations  # what each job's last pass still awaits
+        self._listed = listed  # set once the first lists are in: until then no pass is due
+        self._deferred: set[str] = set()  # jobs (uids) whose urgent pass waits for those
+        self._lock = threading.Lock()  # the child informers' threads decide concurrently
+
+    def apply(self, group: str, event: str, obj: Obj) -> Due | None:
+        """File one event of a child of `group` (an Observed field); the pass
+        it calls for, None if the child is not ours or the caches still fill
+        (each job's own event queues it once then)."""
+        owner, before = self._children.apply(group, event, obj)
+        if owner is None:
+            return None
+        meta, uid = obj["metadata"], owner["uid"]
+        seen = ("uid", meta.get("uid", "")) if event == DELETED else (group, meta["name"])
+        awaited_all = self._expectations.observe(uid, seen)
+        if not self._listed.is_set():
+            return None
+        after = None if event == DELETED else obj
+        urgent = changes_state(
+            owner["kind"], group, before, after, lambda: self._children.observed(uid).pods
+        )
+        return Due(owner, self._run_now(uid, urgent, awaited_all))
+
+    def _run_now(self, uid: str, urgent: bool, awaited_all: bool) -> bool:
+        """An urgent change of a job that awaits nothing, or the last awaited
+        change of a job whose urgent pass was deferred."""
+        with self._lock:
+            if urgent and self._expectations.wait_left(uid):
+                self._deferred.add(uid)
+                return False
+            if awaited_all and uid in self._deferred:
+                self._deferred.discard(uid)
+                return True
+            return urgent
+
+    def forget(self, uid: str) -> None:
+        """The job is gone."""
+        with self._lock:
+            self._deferred.discard(uid)

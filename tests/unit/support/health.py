@@ -1,0 +1,18 @@
+"""Asking the operator's health endpoints (runtime.metrics.HealthServer) what a
+kubelet's probe would get."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+from dlk8s.runtime.metrics import HealthServer
+
+
+def probe(server: HealthServer, path: str) -> tuple[int, str]:
+    """The status code and body of GET `path`: a failing probe's too."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=5) as r:
+            return int(r.status), r.read().decode()
+    except urllib.error.HTTPError as err:
+        return int(err.code), err.read().decode()
