@@ -13,9 +13,6 @@ exit codes torchrun gave:
 - the same program with `nprocPerNode: 2` on a MASTER and a WORKER: two
   processes per pod, each calling init_process_group() with no argument,
   see a world of 4, and the job is Done;
-- an elastic job of two WORKERs with `maxRestarts: 3`, whose process in
-  WORKER 1 SIGKILLs itself once: both torchruns restart their group and
-  rendezvous again, no pod is recreated, and the job succeeds;
 - a MASTER whose program exits 1: torchrun exits 1, the job fails and
   nothing is recreated.
 """
@@ -38,9 +35,7 @@ from .training import Lab, Recorder, finished, kustomized, local_operator
 
 EXAMPLE = "pytorchjob-ddp"
 NPROC = "pytorchjob-nproc"
-KILL = "pytorchjob-kill"
 FAIL = "pytorchjob-fail"
-KILL_AT = 100
 STEP_LOSS = re.compile(r"^(\S+) rank (\d+)/(\d+): step (\d+) loss ([0-9.e+-]+)$", re.M)
 WORLD = re.compile(r"^(\S+) rank (\d+)/(\d+): backend cpu:gloo, world size (\d+)$", re.M)
 
@@ -78,19 +73,6 @@ def nproc_job(example: dict[str, Any]) -> dict[str, Any]:
     return job
 
 
-def kill_job(example: dict[str, Any]) -> dict[str, Any]:
-    """Two WORKERs that rendezvous at WORKER 0, with torchrun's restarts;
-    WORKER 1's process SIGKILLs itself once, at step KILL_AT."""
-    args = [
-        "--steps=300",
-        "--log-every=50",
-        f"--kill-at-step={KILL_AT}",
-        f"--kill-on={KILL}-worker-1",
-    ]
-    elastic = {"minReplicas": 2, "maxReplicas": 2, "maxRestarts": 3}
-    return variant(example, KILL, 2, args, elasticPolicy=elastic)
-
-
 @pytest.fixture(scope="module")
 def operator(real_cluster: LocalCluster) -> Iterator[OperatorProcess]:
     """Named like conftest's fixture, so a failed test shows this operator's log."""
@@ -108,7 +90,7 @@ def lab(real_cluster: LocalCluster, operator: OperatorProcess) -> Iterator[Lab]:
     recorder = Recorder(real_cluster, namespace, container="pytorch")
     try:
         # The ConfigMap with the program first: every job mounts it.
-        for item in [*docs, nproc_job(example), kill_job(example), fail]:
+        for item in [*docs, nproc_job(example), fail]:
             apply(real_cluster, namespace, item)
         yield Lab(real_cluster, namespace, recorder, operator)
     finally:
@@ -167,26 +149,6 @@ def test_two_processes_in_each_of_two_pods_see_a_world_of_four(lab: Lab) -> None
     for pod in ("master-0", "worker-0"):
         [record] = lab.recorder.of(f"{NPROC}-{pod}")
         assert record.exit_code == 0, record
-
-
-def test_a_worker_killed_by_sigkill_comes_back_within_max_restarts(lab: Lab) -> None:
-    status = ended(lab, KILL)
-    # torchrun brought it back: no pod was recreated.
-    assert (status["state"], status.get("restartCount", 0)) == ("Succeeded", 0), status
-    logs = {}
-    for pod in ("worker-0", "worker-1"):
-        [record] = lab.recorder.of(f"{KILL}-{pod}")
-        assert record.exit_code == 0, record
-        logs[pod] = "\n".join(record.log)
-    killed = logs["worker-1"]
-    assert f"step {KILL_AT}: killing myself with SIGKILL" in killed, killed
-    # torchrun's own words for a process it lost to signal 9.
-    assert re.search(r"failed \(exitcode: -9\) local_rank: 0", killed), killed
-    for pod, log in logs.items():
-        # Each agent restarted its group (one of maxRestarts: 3) and the two
-        # rendezvoused again: two process groups of 2, the second finished.
-        assert [size for *_, size in WORLD.findall(log)] == ["2", "2"], (pod, log)
-        assert re.search(r"done after 1 restarts: largest error 0\.\d+ <= 0\.05$", log, re.M), log
 
 
 def test_exit_1_fails_the_job_and_recreates_nothing(lab: Lab) -> None:
