@@ -58,8 +58,8 @@ E2E_IMAGES := $(if $(filter 0,$(shell id -u)),images,)
 # Two processes (tests/e2e/conftest.py names three groups: the kwok
 # modules, the modules that train on the session's real node, and those that
 # start clusters of their own; xdist gives each group to one process), the
-# unit tests wherever there is room. A third process ran the suite in 14
-# minutes instead of 18, but on 2 cores it once let a gated PaddleJob trainer
+# unit tests wherever there is room (about 15 minutes warm). A third process
+# saved a minute, but on 2 cores it once let a gated PaddleJob trainer
 # through while another job starved (tests/e2e/test_paddlejob.py, the
 # starving job): two, until that race is understood.
 PYTEST_GROUPS := -n 2 --dist loadgroup
