@@ -2,7 +2,7 @@
 
 Every child carries the job's labels and a controller ownerReference with
 blockOwnerDeletion, so the garbage collector removes it with the job and the
-I/O side can group it by the owner's uid (objects.controlled_by); its
+I/O side can group it by the owner's uid (runtime.childindex); its
 labels give its role and index back (objects.replica_key).
 """
 

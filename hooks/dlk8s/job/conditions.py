@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final, cast
 
-from dlk8s.job.names import CONDITION_ORDER
+from dlk8s.job.names import CONDITION_ORDER, ConditionType
 from dlk8s.job.objects import Condition, as_list
 
 _RANK: Final = {type_: i for i, type_ in enumerate(CONDITION_ORDER)}
@@ -68,6 +68,18 @@ def clear_condition(
     if not has_condition(conditions, type_):
         return conditions
     return set_condition(conditions, type_, False, reason, message, now)
+
+
+def finished_conditions(
+    conditions: list[Condition], succeeded: bool, reason: str, message: str, now: str
+) -> list[Condition]:
+    """The list of a job that has just finished: Succeeded (or Failed) set
+    with the verdict's reason and message, Running and Restarting cleared."""
+    type_ = ConditionType.SUCCEEDED if succeeded else ConditionType.FAILED
+    conditions = set_condition(conditions, type_, True, reason, message, now)
+    done = "The job has finished"
+    conditions = clear_condition(conditions, ConditionType.RUNNING, reason, done, now)
+    return clear_condition(conditions, ConditionType.RESTARTING, reason, done, now)
 
 
 def _ordered(conditions: list[Condition]) -> list[Condition]:

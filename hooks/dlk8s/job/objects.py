@@ -224,15 +224,6 @@ def is_terminating(obj: object) -> bool:
     return dig(obj, "metadata", "deletionTimestamp") is not None
 
 
-def controlled_by(obj: object, uid: str) -> bool:
-    """Whether `obj`'s controller ownerReference names `uid`: a child whose
-    reference names another uid is never the job's, whatever its labels say."""
-    return any(
-        isinstance(ref, dict) and ref.get("controller") is True and ref.get("uid") == uid
-        for ref in as_list(dig(obj, "metadata", "ownerReferences"))
-    )
-
-
 def replica_key(obj: object) -> tuple[str, int] | None:
     """(lower-case role, index) from the labels of a job's child, or None."""
     labels = as_dict(dig(obj, "metadata", "labels"))

@@ -22,10 +22,10 @@ from typing import Any, NamedTuple, Protocol
 from dlk8s.job.actions import Event
 from dlk8s.job.config import ControllerConfig
 from dlk8s.job.kept import kept_child, kept_job
-from dlk8s.job.kind import Observed
 from dlk8s.job.names import LABEL_JOB_NAME, EventType, Reason, State
 from dlk8s.job.objects import Obj, job_str
-from dlk8s.job.reconcile import after_refusals, reconcile
+from dlk8s.job.reconcile import Result, reconcile
+from dlk8s.job.reconcile.refused import after_refusals
 from dlk8s.runtime import logs, metrics
 from dlk8s.runtime.apiresources import CHILD_RESOURCES, JOB_RESOURCES
 from dlk8s.runtime.childevents import ChildEvents
@@ -318,7 +318,7 @@ class Controller:
         outcome = self.executor.execute(job, result.actions)
         status = result.status
         if outcome.refusals:
-            status = self._refused(job, observed, status, outcome, now)
+            status = self._refused(job, result, outcome)
         elif outcome.failures:
             # Not written: it would count as created what was not (see
             # job.reconcile.slots.replica_statuses); the retry writes it.
@@ -335,24 +335,33 @@ class Controller:
         cached = self._jobs[key.kind].get_by_key(f"{key.namespace}/{key.name}")
         return None if cached is None else self.own_writes.current(cached)
 
-    def _refused(
-        self, job: Obj, observed: Observed, status: Obj, outcome: Outcome, now: datetime
-    ) -> Obj:
+    def _refused(self, job: Obj, result: Result, outcome: Outcome) -> Obj:
         """The status that names what the API server refused, and its events;
         a pod with a field it does not know fails the job as InvalidSpec."""
         try:
-            fixed = after_refusals(
-                job, observed, status, outcome.not_created, outcome.refusals, now
-            )
+            fixed = after_refusals(result, outcome.not_created, outcome.refusals)
         except Exception as err:
             raise ReconcileBugError(job, err) from err
         self.executor.send_events(job, [a for a in fixed.actions if isinstance(a, Event)])
         return fixed.status
 
     def _write_status(self, job: Obj, status: Obj) -> None:
+        """Write the status, remember it (runtime.ownwrites), and count and
+        log it: the lifecycle metrics, one line."""
         updated = self.kube.replace_status({**job, "status": status})
         self.own_writes.wrote(job["metadata"]["uid"], kept_job(updated))
-        _written(job, status)
+        metrics.count_transition(
+            job["kind"], job["metadata"]["namespace"], job.get("status") or {}, status
+        )
+        log.info(
+            "status updated",
+            extra={
+                "job": job_str(job),
+                "kind": job["kind"],
+                "runtimeId": status.get("runtimeId"),
+                "action": f"{status.get('phase')}/{status.get('state')}",
+            },
+        )
 
     # -- introspection -------------------------------------------------------------------
 
@@ -364,22 +373,6 @@ class Controller:
     def count_jobs(self) -> dict[tuple[str, str], int]:
         """The jobs in the caches by (kind, state), for the dlk8s_jobs gauge."""
         return _count_by_state(self._jobs)
-
-
-def _written(job: Obj, status: Obj) -> None:
-    """Count and log a status write: the lifecycle metrics, one line."""
-    metrics.count_transition(
-        job["kind"], job["metadata"]["namespace"], job.get("status") or {}, status
-    )
-    log.info(
-        "status updated",
-        extra={
-            "job": job_str(job),
-            "kind": job["kind"],
-            "runtimeId": status.get("runtimeId"),
-            "action": f"{status.get('phase')}/{status.get('state')}",
-        },
-    )
 
 
 def _count_by_state(caches: Mapping[str, Cache]) -> dict[tuple[str, str], int]:

@@ -6,7 +6,7 @@ is not reconciled again until the caches show it (runtime.expectations).
 Events are sent after the changes, merged into one per kind of event; the
 event a create or delete carries is sent only if it succeeded. What failed
 comes back as an Outcome, the refusals of the API server apart, for the
-controller to write into the job's status (job.reconcile.after_refusals).
+controller to write into the job's status (job.reconcile.refused.after_refusals).
 
 Each call runs in a copy of the context of the pass that submitted it
 (contextvars), so its log lines carry the pass's reconcile id (runtime.logs).
@@ -33,7 +33,7 @@ from dlk8s.job.actions import (
     merge_events,
 )
 from dlk8s.job.names import EventType, Reason
-from dlk8s.job.objects import controlled_by
+from dlk8s.job.objects import as_list, dig
 from dlk8s.job.reconcile.refused import CREATE, DELETE, Refusal
 from dlk8s.runtime.apiresources import CHILD_RESOURCES
 from dlk8s.runtime.errors import (
@@ -231,6 +231,15 @@ def create_child(api: ChildApi, job_uid: str, obj: dict[str, Any]) -> bool:
             "delete or rename it so the job can create its own"
         )
     return False
+
+
+def controlled_by(obj: object, uid: str) -> bool:
+    """Whether `obj`'s controller ownerReference names `uid`: a child whose
+    reference names another uid is never the job's, whatever its labels say."""
+    return any(
+        isinstance(ref, dict) and ref.get("controller") is True and ref.get("uid") == uid
+        for ref in as_list(dig(obj, "metadata", "ownerReferences"))
+    )
 
 
 def expected_change(action: Action) -> Change | None:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from dlk8s.job.conditions import clean_conditions, clear_condition, set_condition
+from dlk8s.job.conditions import (
+    clean_conditions,
+    clear_condition,
+    finished_conditions,
+    set_condition,
+)
 
 
 def test_a_condition_transition_time_moves_only_when_its_status_flips() -> None:
@@ -45,3 +50,15 @@ def test_clean_conditions_drops_garbage_and_duplicates() -> None:
     ]
     assert clean_conditions(raw) == [{"type": "Running", "status": "True"}]
     assert clean_conditions({"not": "a list"}) == []
+
+
+def test_a_finished_job_sets_its_verdict_and_clears_only_what_it_had() -> None:
+    running = set_condition([], "Running", True, "Running", "up", "T1")
+    failed = finished_conditions(running, False, "ReplicaFailed", "worker 0 failed", "T2")
+    assert [(c["type"], c["status"], c["reason"]) for c in failed] == [
+        ("Running", "False", "ReplicaFailed"),
+        ("Failed", "True", "ReplicaFailed"),
+    ]
+    assert failed[0]["message"] == "The job has finished"
+    succeeded = finished_conditions([], True, "Succeeded", "master 0 succeeded", "T2")
+    assert [(c["type"], c["message"]) for c in succeeded] == [("Succeeded", "master 0 succeeded")]

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from dlk8s.job.actions import Event
-from dlk8s.job.objects import controlled_by
 from dlk8s.job.reconcile import Observed, reconcile
+from dlk8s.runtime.executor import controlled_by
 
 from ..support.malformed import (
     CONFIG,

@@ -26,37 +26,29 @@ pods of every role by phase are summed here, last.
 The children come in as the runtime's index files them (kind.Observed):
 only those the job controls, so they are not filtered again here.
 
-after_refusals(job, observed, status, not_created, refusals, now) is the
-status of a pass whose creates or deletes the API server refused, and the
-events that quote it (refused.py).
+after_refusals(result, not_created, refusals) is the status of a pass
+whose creates or deletes the API server refused, and the events that quote
+it (refused.py); it builds on the job as that pass read it (Result.job).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Final
 
-from dlk8s.job.actions import Action, Event
 from dlk8s.job.config import ControllerConfig
 from dlk8s.job.kind import JobView, Observed
-from dlk8s.job.names import EventType
 from dlk8s.job.objects import Obj, as_dict, as_int, as_list, to_utc
 from dlk8s.job.policy import FAILED, PENDING, RUNNING, SUCCEEDED
 from dlk8s.job.reconcile.active import active, job_context
 from dlk8s.job.reconcile.finished import finish
 from dlk8s.job.reconcile.invalid import invalid_verdict, spec_problems
-from dlk8s.job.reconcile.refused import (
-    Refusal,
-    refusal_events,
-    refused_status,
-    unknown_field_problems,
-)
+from dlk8s.job.reconcile.refused import Refusal
 from dlk8s.job.reconcile.view import Result, read_job
 
-__all__ = ["Observed", "Refusal", "Result", "after_refusals", "reconcile"]
+__all__ = ["Observed", "Refusal", "Result", "reconcile"]
 
 
 def reconcile(job: Obj, observed: Observed, config: ControllerConfig, now: datetime) -> Result:
@@ -64,9 +56,9 @@ def reconcile(job: Obj, observed: Observed, config: ControllerConfig, now: datet
     InvalidSpec. An exception from here is a bug in dlk8s, never the user's;
     the controller retries it with back-off and reports it (event, metric)."""
     view = read_job(as_dict(job), observed, to_utc(now))
-    if view.deleting:
-        return Result([], copy.deepcopy(view.prev), None)  # the garbage collector takes over
-    return _with_pod_totals(_path(view, config))
+    if view.deleting:  # the garbage collector takes over
+        return Result([], copy.deepcopy(view.prev), None, view)
+    return _with_pod_totals(_path(view, config), view)
 
 
 def _path(job: JobView, config: ControllerConfig) -> Result:
@@ -74,10 +66,10 @@ def _path(job: JobView, config: ControllerConfig) -> Result:
     validated on every pass, for a finished job too: its counts follow its
     replicas only while the spec is usable."""
     problems = spec_problems(job)
-    if job.outcome is not None:
-        return finish(job, None, not problems)
-    if problems or job.kind is None:
-        return finish(job, invalid_verdict(problems), False)
+    if job.outcome is not None or problems or job.kind is None:
+        # A finished job keeps its outcome; an unusable spec is this pass's verdict.
+        verdict = None if job.outcome is not None else invalid_verdict(problems)
+        return finish(job, verdict, not problems)
     return active(job_context(job, job.kind, config))
 
 
@@ -91,37 +83,12 @@ POD_TOTALS: Final = {
 }
 
 
-def _with_pod_totals(result: Result) -> Result:
-    """The result with its status's pod counts summed over replicaStatuses."""
+def _with_pod_totals(result: Result, job: JobView) -> Result:
+    """The result of `job`'s pass with its status's pod counts summed over
+    replicaStatuses."""
     statuses = [as_dict(entry) for entry in as_list(result.status.get("replicaStatuses"))]
     totals = {
         field: sum(as_int(as_dict(s.get("replicasStates")).get(phase), 0) for s in statuses)
         for field, phase in POD_TOTALS.items()
     }
-    return replace(result, status=result.status | totals)
-
-
-def after_refusals(
-    job: Obj,
-    observed: Observed,
-    status: Obj,
-    not_created: Sequence[Obj],
-    refusals: Sequence[Refusal],
-    now: datetime,
-) -> Result:
-    """The status and events of a pass that `reconcile` planned as `status`
-    but whose `refusals` the API server refused, leaving `not_created`
-    uncreated (refused or failed otherwise). Its actions are Events only:
-    what else is to do, the next pass decides. Pure, like reconcile."""
-    view = read_job(as_dict(job), observed, to_utc(now))
-    events: list[Action] = list(refusal_events(refusals))
-    problems = unknown_field_problems(view, refusals)
-    if not problems:
-        return Result(events, refused_status(status, not_created, refusals, view.stamp), None)
-    # The status says Failed at once; the finished path cleans up on the
-    # pass that the status write brings. The spec itself was usable: the
-    # pass built the refused pods from it.
-    verdict = invalid_verdict(problems)
-    failed = finish(view, verdict, True)
-    events.append(Event(EventType.WARNING, verdict.reason, verdict.message))
-    return Result(events, failed.status, None)
+    return replace(result, status=result.status | totals, job=job)

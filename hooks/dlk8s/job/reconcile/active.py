@@ -26,7 +26,7 @@ from dlk8s.job.reconcile.finished import finish
 from dlk8s.job.reconcile.restarts import lost_pods, restart_actions
 from dlk8s.job.reconcile.slots import SlotView, match_pods, replica_statuses
 from dlk8s.job.reconcile.suspended import suspended
-from dlk8s.job.reconcile.verdicts import deadline_wait, settle_wait, verdict
+from dlk8s.job.reconcile.verdicts import verdict
 from dlk8s.job.reconcile.view import MEMORY_FIELDS, Result
 
 
@@ -56,16 +56,14 @@ def active(ctx: JobContext) -> Result:
     ctx = replace(ctx, job=job)
     lost = lost_pods(ctx, views, memory)
     restarts, waits = restart_actions(views, job.restarts, job.now)
-    ending = verdict(ctx, views, lost, memory.failed)
+    ending, timers = verdict(ctx, views, lost, memory.failed)
     if ending is not None:
         finished = finish(job, ending, True)
         return replace(finished, actions=memory.events + finished.actions)
     created, creating = changes(ctx, views, strays, job.restarts + lost)
     actions = restarts + memory.events + _notices(job, lost) + created
     actions += ctx.kind.update_children(ctx)
-    deadline, settling = deadline_wait(job), settle_wait(ctx, views)
-    timers = waits if deadline is None else [*waits, deadline]
-    timers += [settling] if settling else []
+    timers += waits
     requeue = min(timers) if timers else None
     return Result(actions, active_status(ctx, views, lost, creating), requeue)
 

@@ -19,11 +19,10 @@ from datetime import datetime
 
 from dlk8s.job.actions import Action, DeleteJob, Event, delete_actions
 from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE
-from dlk8s.job.conditions import clear_condition, set_condition
+from dlk8s.job.conditions import finished_conditions
 from dlk8s.job.kind import ChildView, JobView
-from dlk8s.job.names import CleanPodPolicy, ConditionType, EventType, Phase, Reason, State
+from dlk8s.job.names import CleanPodPolicy, EventType, Phase, Reason, State
 from dlk8s.job.objects import (
-    Condition,
     Obj,
     ReplicaStatus,
     as_dict,
@@ -51,15 +50,10 @@ def finish(job: JobView, verdict: Verdict | None, usable: bool) -> Result:
     """The status of a finished job, its cleanup and its TTL; with a verdict
     of this pass, the verdict recorded too. `usable`: whether the spec is
     (then its replicas are counted, else the pods by their labels)."""
-    actions: list[Action] = []
-    conditions = job.conditions
     # completionTime as the status writes it (to the second), and parsed.
     completion, finished_at = job.stamp, job.now.replace(microsecond=0)
     if verdict is not None:
         state, reason = verdict.state, verdict.reason
-        conditions = verdict_conditions(conditions, verdict, job.stamp)
-        kind = EventType.NORMAL if state == State.SUCCEEDED else EventType.WARNING
-        actions.append(Event(kind, reason, verdict.message))
     else:
         state = job.outcome or State.FAILED
         written = job.prev.get("reason")
@@ -69,34 +63,31 @@ def finish(job: JobView, verdict: Verdict | None, usable: bool) -> Result:
     targets = cleanup_targets(job)
     # Services wait with the pods: a replica that is ending may still use them.
     grace = grace_left(job, state, finished_at) if any(k == POD for _, k in targets) else 0.0
+    phase = Phase.CLEANUP if targets else (Phase.DONE if state == State.SUCCEEDED else Phase.FAILED)
+    counts = final_counts(job) or finished_replica_statuses(job, usable)
+    ttl_actions, requeue = ttl(job, finished_at)
+    if grace:
+        requeue = grace if requeue is None else min(requeue, grace)
+    conditions = job.conditions
+    actions: list[Action] = []
+    if verdict is not None:
+        succeeded = state == State.SUCCEEDED
+        conditions = finished_conditions(conditions, succeeded, reason, verdict.message, job.stamp)
+        kind = EventType.NORMAL if succeeded else EventType.WARNING
+        actions.append(Event(kind, reason, verdict.message))
     why = f"the job has finished (cleanPodPolicy {job.policy.clean_pod_policy})"
     for child, api_kind in () if grace else targets:
         if not child.terminating:
             actions += delete_actions(child.obj, api_kind, why)
-    phase = Phase.CLEANUP if targets else (Phase.DONE if state == State.SUCCEEDED else Phase.FAILED)
     status = job.carried | {
         "completionTime": completion,
         "state": state,
         "phase": phase,
         "reason": reason,
         "conditions": conditions,
-        "replicaStatuses": final_counts(job) or finished_replica_statuses(job, usable),
+        "replicaStatuses": counts,
     }
-    ttl_actions, requeue = ttl(job, finished_at)
-    if grace:
-        requeue = grace if requeue is None else min(requeue, grace)
     return Result(actions + ttl_actions, status, requeue)
-
-
-def verdict_conditions(conditions: list[Condition], verdict: Verdict, now: str) -> list[Condition]:
-    type_ = ConditionType.SUCCEEDED if verdict.state == State.SUCCEEDED else ConditionType.FAILED
-    conditions = set_condition(conditions, type_, True, verdict.reason, verdict.message, now)
-    conditions = clear_condition(
-        conditions, ConditionType.RUNNING, verdict.reason, "The job has finished", now
-    )
-    return clear_condition(
-        conditions, ConditionType.RESTARTING, verdict.reason, "The job has finished", now
-    )
 
 
 def final_counts(job: JobView) -> list[object] | None:

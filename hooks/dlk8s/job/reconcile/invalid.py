@@ -18,8 +18,8 @@ from dlk8s.job.validation import metadata_problems, run_policy_problems
 def spec_problems(job: JobView) -> list[str]:
     if job.kind is None:
         return [f"kind: {show(job.raw.get('kind'))} is not one of {', '.join(KINDS)}"]
-    policy = run_policy_problems(job.raw, job.kind.roles)
-    return metadata_problems(job.raw) + policy + job.kind.validate(job.raw)
+    meta = metadata_problems(job.raw)
+    return meta + run_policy_problems(job.raw, job.kind.roles) + job.kind.validate(job.raw)
 
 
 def invalid_verdict(problems: list[str]) -> Verdict:

@@ -27,12 +27,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from dlk8s.job.actions import Event
+from dlk8s.job.actions import Action, Event
 from dlk8s.job.conditions import set_condition
 from dlk8s.job.kind import JobView
 from dlk8s.job.names import LABEL_REPLICA_TYPE, ConditionType, EventType, Reason
 from dlk8s.job.objects import Obj, as_dict, as_int, as_list, as_str, dig, is_int
 from dlk8s.job.policy import PENDING
+from dlk8s.job.reconcile.finished import finish
+from dlk8s.job.reconcile.invalid import invalid_verdict
+from dlk8s.job.reconcile.view import Result
 
 CREATE: Final = "create"
 DELETE: Final = "delete"
@@ -55,6 +58,29 @@ class Refusal:
         if self.verb != CREATE or "strict decoding error" not in self.message:
             return []
         return _UNKNOWN_FIELD.findall(self.message)
+
+
+def after_refusals(
+    result: Result, not_created: Sequence[Obj], refusals: Sequence[Refusal]
+) -> Result:
+    """The status and events of a pass that `reconcile` planned as `result`
+    but whose `refusals` the API server refused, leaving `not_created`
+    uncreated (refused or failed otherwise). Its actions are Events only:
+    what else is to do, the next pass decides. Pure, like reconcile."""
+    job = result.job
+    if job is None:
+        raise ValueError("after_refusals needs the Result of reconcile (Result.job)")
+    events: list[Action] = list(refusal_events(refusals))
+    problems = unknown_field_problems(job, refusals)
+    if not problems:
+        return Result(events, refused_status(result.status, not_created, refusals, job.stamp), None)
+    # The status says Failed at once; the finished path cleans up on the
+    # pass that the status write brings. The spec itself was usable: the
+    # pass built the refused pods from it.
+    verdict = invalid_verdict(problems)
+    failed = finish(job, verdict, True)
+    events.append(Event(EventType.WARNING, verdict.reason, verdict.message))
+    return Result(events, failed.status, None)
 
 
 def refusal_events(refusals: Sequence[Refusal]) -> list[Event]:
@@ -88,11 +114,12 @@ def refused_status(
 def unknown_field_problems(job: JobView, refusals: Sequence[Refusal]) -> list[str]:
     """What InvalidSpec says of pods refused for unknown fields."""
     problems = []
+    templates = _templates(job) if any(r.unknown_fields for r in refusals) else {}
     for refusal in refusals:
         fields = refusal.unknown_fields
         if not fields:
             continue
-        where = _template_path(job, _role(refusal.obj))
+        where = templates.get(_role(refusal.obj), "")
         named = ", ".join(f"{where}.{field}" if where else field for field in fields)
         problems.append(
             f"unknown field {named} (the API server refused the pod: {refusal.message})"
@@ -132,11 +159,13 @@ def _uncounted(entries: list[object], not_created: Sequence[Obj]) -> list[Obj]:
     return fixed
 
 
-def _template_path(job: JobView, role: str) -> str:
-    """Where the template of `role` is in the job, for kinds with replicaSpecs."""
-    if job.kind is None or not isinstance(dig(job.raw, "spec", "replicaSpecs"), list):
-        return ""
+def _templates(job: JobView) -> dict[str, str]:
+    """Where the template of each role (lower-case) is in the job, for kinds
+    with replicaSpecs; none for the others."""
+    spec = as_dict(job.raw.get("spec"))
+    if job.kind is None or not isinstance(spec.get("replicaSpecs"), list):
+        return {}
+    templates: dict[str, str] = {}
     for index, replica in enumerate(job.kind.replicas(job.raw)):
-        if replica.role.lower() == role:
-            return f"spec.replicaSpecs[{index}].template"
-    return ""
+        templates.setdefault(replica.role.lower(), f"spec.replicaSpecs[{index}].template")
+    return templates

@@ -102,8 +102,7 @@ def match_pods(ctx: JobContext) -> tuple[list[SlotView], list[ChildView]]:
 
 
 def _view(ctx: JobContext, slot: Slot, pod: ChildView) -> SlotView:
-    outcome = pod_outcome(pod.obj, ctx.kind.container)
-    judgement = _judge(ctx, slot, pod, outcome)
+    outcome, judgement = _judged(ctx, slot, pod)
     if judgement is None:
         deciding = slot.role == ctx.deciding_role
         decision = decide(outcome, slot.replica.restart_policy, deciding)
@@ -124,16 +123,18 @@ def _gone_view(ctx: JobContext, slot: Slot, gone: ChildView | None) -> SlotView:
     pass: Count needs nothing here (restarts.py counts it as lost)."""
     if gone is None or gone.key != (slot.role.lower(), slot.index):
         return SlotView(slot, None, None, Decision.NONE)
-    judgement = _judge(ctx, slot, gone, pod_outcome(gone.obj, ctx.kind.container))
+    _, judgement = _judged(ctx, slot, gone)
     if judgement is None or judgement.action == Action.COUNT:
         return SlotView(slot, None, None, Decision.NONE, judgement, gone)
     return SlotView(slot, None, None, _UNCOUNTED[judgement.action], judgement, gone)
 
 
-def _judge(ctx: JobContext, slot: Slot, pod: ChildView, outcome: PodOutcome) -> Judgement | None:
+def _judged(ctx: JobContext, slot: Slot, pod: ChildView) -> tuple[PodOutcome, Judgement | None]:
+    """Where `pod` stands, by the kind's main container, and podFailurePolicy's word on it."""
+    outcome = pod_outcome(pod.obj, ctx.kind.container)
     deciding = slot.role == ctx.deciding_role
     rules = ctx.job.policy.failure_rules
-    return judge(
+    judgement = judge(
         pod.obj,
         outcome,
         rules,
@@ -142,6 +143,7 @@ def _judge(ctx: JobContext, slot: Slot, pod: ChildView, outcome: PodOutcome) -> 
         slot.replica.restart_policy,
         deciding,
     )
+    return outcome, judgement
 
 
 def replica_statuses(

@@ -8,7 +8,7 @@ Verdict is an outcome decided in this pass; a Result is what a pass returns.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
@@ -51,6 +51,9 @@ class Result:
     actions: list[Action]  # what the I/O side is to do, in order
     status: Obj  # the complete desired .status
     requeue_after: float | None  # seconds until a timer needs another pass
+    # The job as the pass read it (reconcile sets it): what after_refusals
+    # builds on, so the job is read once a pass. Not part of the plan.
+    job: JobView | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,11 @@ def read_job(raw: Obj, observed: Observed, now: datetime) -> JobView:
     start, completion = prev.get("startTime"), prev.get("completionTime")
     started_at, completed_at = parse_time(start), parse_time(completion)
     start_time = start if started_at is not None else None
-    deadline = policy.active_deadline_seconds
     runtime_id, stamp = naming.runtime_id(uid), format_time(now)
+    children = read_children(observed)
     restarts = restart_count(prev, observed.pods)
+    limit = policy.active_deadline_seconds
+    deadline = None if limit is None else later(started_at or now, limit)
     # The status fields every path keeps.
     carried: Obj = {"runtimeId": runtime_id, "restartCount": restarts}
     if generation is not None:
@@ -82,9 +87,9 @@ def read_job(raw: Obj, observed: Observed, now: datetime) -> JobView:
     if start_time:
         carried["startTime"] = start_time
     # What the status remembers of how pods ended (reconcile.endings).
-    for field in MEMORY_FIELDS:
-        if isinstance(prev.get(field), list) and prev[field]:
-            carried[field] = prev[field]
+    for name in MEMORY_FIELDS:
+        if isinstance(prev.get(name), list) and prev[name]:
+            carried[name] = prev[name]
     if kind is not None:
         carried |= kind.status_fields(raw, prev, stamp)
     return JobView(
@@ -97,7 +102,7 @@ def read_job(raw: Obj, observed: Observed, now: datetime) -> JobView:
         generation=generation,
         deleting=meta.get("deletionTimestamp") is not None,
         policy=policy,
-        children=read_children(observed),
+        children=children,
         prev=prev,
         conditions=conditions,
         true_conditions=true,
@@ -108,7 +113,7 @@ def read_job(raw: Obj, observed: Observed, now: datetime) -> JobView:
         started_at=started_at,
         completion_time=completion if completed_at is not None else None,
         completed_at=completed_at,
-        deadline=None if deadline is None else later(started_at or now, deadline),
+        deadline=deadline,
         carried=carried,
         now=now,
         stamp=stamp,
