@@ -6,8 +6,11 @@ control plane (`make chaos`; not part of `make test`).
 
 One local control plane (4 kwok nodes), the chart installed, the operator run
 as a local process with the chart's ServiceAccount, restarted like a kubelet
-would if it exits on its own (each such restart is counted). Scenarios, each
-in a namespace of its own:
+would if it exits on its own (each such restart is counted). The jobs of
+scenarios 1-4 and 6 are TFJobs and, every third, a PyTorchJob (a MASTER and
+WORKERs; in 1 and 6 every other of those is elastic: WORKERs only, with an
+elasticPolicy); on kwok their MASTER (an elastic job's WORKERs) ends with 0
+after a while. Scenarios, each in a namespace of its own:
 
 1. operator-kill: the operator SIGKILLed at random moments, ten times,
    during a burst of 100 jobs, each time restarted after a random pause;
@@ -18,10 +21,11 @@ in a namespace of its own:
    watches come back with 410, then resumed;
 4. leader-kill: two operators with leader election, the leader SIGKILLed
    during a burst, the survivor SIGTERMed at the end (the hand-over);
-5. hostile: 30 hostile but schema-valid jobs (thousands of replicas, huge
+5. hostile: 31 hostile but schema-valid jobs (thousands of replicas, huge
    annotations, names at the length limits, labels that claim another job's
-   pods, variables that collide with ours, a template that names its own
-   pod or owner, ...) beside a bystander job that must not be touched;
+   pods, variables that collide with ours, also a PyTorchJob's, a template
+   that names its own pod or owner, ...) beside a bystander job that must
+   not be touched;
 6. drain-taint: one node drained with `kubectl drain` and another tainted
    NoExecute while 50 jobs run: every pod there is disrupted and recreated
    elsewhere, every job must end Done with no restart counted (issue 30).
@@ -71,6 +75,7 @@ RESULTS = REPO_ROOT / "bench" / "results"
 API = "dlk8s.io/v1alpha1"
 LEASE_SECONDS = 15
 FINISHED = ("Succeeded", "Failed")
+MASTER, WORKER = "MASTER", "WORKER"
 
 
 def log(msg: str) -> None:
@@ -80,15 +85,21 @@ def log(msg: str) -> None:
 # --- the jobs ------------------------------------------------------------------------------------
 
 
-def tfjob(name: str, workers: int = 1, run: str | None = "20s", **spec: Any) -> dict[str, Any]:
-    """A TFJob whose MASTER ends with 0 after `run` of running (None: runs on)."""
-    master: dict[str, Any] = {"spec": {"containers": [{"name": "tensorflow", "image": "tf"}]}}
+def pod_template(container: str, image: str, run: str | None = None) -> dict[str, Any]:
+    """A pod template whose kwok pod ends with 0 after `run` of running (None: runs on)."""
+    pod: dict[str, Any] = {"spec": {"containers": [{"name": container, "image": image}]}}
     if run is not None:
         annotations = {EXIT_CODE_ANNOTATION: "0", RUN_DURATION_ANNOTATION: run}
-        master["metadata"] = {"annotations": annotations}
+        pod["metadata"] = {"annotations": annotations}
+    return pod
+
+
+def tfjob(name: str, workers: int = 1, run: str | None = "20s", **spec: Any) -> dict[str, Any]:
+    """A TFJob whose MASTER ends with 0 after `run` of running (None: runs on)."""
+    master = pod_template("tensorflow", "tf", run)
     specs = [{"tfReplicaType": "MASTER", "replicas": 1, "template": master}]
     if workers:
-        worker = {"spec": {"containers": [{"name": "tensorflow", "image": "tf"}]}}
+        worker = pod_template("tensorflow", "tf")
         specs.append({"tfReplicaType": "WORKER", "replicas": workers, "template": worker})
     return {
         "apiVersion": API,
@@ -96,6 +107,37 @@ def tfjob(name: str, workers: int = 1, run: str | None = "20s", **spec: Any) -> 
         "metadata": {"name": name},
         "spec": {"replicaSpecs": specs, **spec},
     }
+
+
+def pytorchjob(
+    name: str, workers: int = 1, run: str | None = "20s", elastic: bool = False
+) -> dict[str, Any]:
+    """A PyTorchJob whose MASTER ends with 0 after `run` of running (None: runs on).
+    Elastic: no MASTER, and its WORKERs (at least two) decide together, each
+    ending with 0 after `run`; replicas at maxReplicas, so that the autoscaler
+    cannot grow it and only the faults move its pods."""
+    role = WORKER if elastic else MASTER
+    workers = max(workers, 2) if elastic else workers
+    specs: list[dict[str, Any]] = [] if elastic else [{"pytorchReplicaType": MASTER, "replicas": 1}]
+    if workers:
+        specs.append({"pytorchReplicaType": WORKER, "replicas": workers})
+    for replica in specs:
+        ends = replica["pytorchReplicaType"] == role
+        replica["template"] = pod_template("pytorch", "torch", run if ends else None)
+    spec: dict[str, Any] = {"replicaSpecs": specs}
+    if elastic:
+        spec["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": workers, "maxRestarts": 3}
+    return {"apiVersion": API, "kind": "PyTorchJob", "metadata": {"name": name}, "spec": spec}
+
+
+def mixed(
+    name: str, i: int, workers: int = 1, run: str | None = "20s", elastic: bool = False
+) -> dict[str, Any]:
+    """The i-th job of a scenario: every third a PyTorchJob (with `elastic`,
+    every other of those an elastic one), the rest TFJobs."""
+    if i % 3 != 2:
+        return tfjob(name, workers=workers, run=run)
+    return pytorchjob(name, workers=workers, run=run, elastic=elastic and i % 6 == 5)
 
 
 def mxjob(name: str, workers: int) -> dict[str, Any]:
@@ -380,7 +422,7 @@ class Suite:
         if status.get("state") in FINISHED:
             reason = status.get("reason")
             return "InvalidSpec" if reason == "InvalidSpec" else str(status["state"])
-        created = next(
+        created: dict[str, Any] = next(
             (c for c in status.get("conditions") or [] if c.get("type") == "Created"), {}
         )
         if created.get("reason") == "FailedCreate":
@@ -424,6 +466,12 @@ class Suite:
             row.notes.append(f"wrong: {dict(list(wrong.items())[:4])}")
         seen = Counter(o or "no status" for o in outcomes.values())
         row.notes.append("final: " + ", ".join(f"{n} {o}" for o, n in seen.most_common()))
+        kinds = Counter(
+            ("elastic " if "elasticPolicy" in (job.get("spec") or {}) else "") + job["kind"]
+            for name, job in jobs.items()
+            if name in expected
+        )
+        row.notes.append("kinds left: " + ", ".join(f"{n} {k}" for k, n in kinds.most_common()))
         row.wrong = len(wrong)
         row.lost = sum(1 for o in outcomes.values() if not o)
         row.duplicates = duplicates(self.ledger, namespace)
@@ -467,7 +515,8 @@ def operator_kill(suite: Suite) -> Row:
     ns = suite.namespace("chaos-kill")
     ops = Operators(suite.install).start()
     submitter = threading.Thread(
-        target=suite.submit, args=(ns, [tfjob(f"j{i}", workers=1, run="20s") for i in range(jobs)])
+        target=suite.submit,
+        args=(ns, [mixed(f"j{i}", i, workers=1, run="20s", elastic=True) for i in range(jobs)]),
     )
     submitter.start()
     rng = random.Random(suite.args.seed)
@@ -495,7 +544,7 @@ def apiserver_restart(suite: Suite) -> Row:
     names: list[str] = []
     outage = Outage()
     for round_ in range(4):
-        batch = [tfjob(f"r{round_}-{i}", workers=1, run="10s") for i in range(wave)]
+        batch = [mixed(f"r{round_}-{i}", i, workers=1, run="10s") for i in range(wave)]
         suite.submit(ns, batch)
         names += [j["metadata"]["name"] for j in batch]
         if round_ == 3:
@@ -517,7 +566,7 @@ def sigstop_compact(suite: Suite) -> Row:
     ops = Operators(suite.install).start()
     op = ops.procs[0]
     op.wait_ready()
-    first = [tfjob(f"s{i}", workers=1, run=None) for i in range(20)]
+    first = [mixed(f"s{i}", i, workers=1, run=None) for i in range(20)]
     suite.submit(ns, first)
     suite.wait(
         "the first jobs to run",
@@ -528,7 +577,7 @@ def sigstop_compact(suite: Suite) -> Row:
     outage = Outage()
     with outage.window(op):
         op.popen.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
-        expected = change_while_stopped(suite, ns)
+        expected = change_while_stopped(suite, ns, first)
         revision = suite.cluster.compact_etcd()
         # The stopped process's watches would otherwise wait in their sockets
         # for it; a restarted API server drops them, and its new watch cache
@@ -547,19 +596,22 @@ def sigstop_compact(suite: Suite) -> Row:
     return row
 
 
-def change_while_stopped(suite: Suite, ns: str) -> dict[str, str]:
-    """Finish ten jobs, delete five, submit ten; churn so that the stopped
-    operator's resourceVersions fall out of the API server's watch window."""
-    expected = {f"s{i}": "Running" for i in range(20)}
-    for i in range(10):
+def change_while_stopped(suite: Suite, ns: str, first: list[dict[str, Any]]) -> dict[str, str]:
+    """Finish ten of the first jobs (through their MASTER), delete five,
+    submit ten; churn so that the stopped operator's resourceVersions fall
+    out of the API server's watch window."""
+    names = [job["metadata"]["name"] for job in first]
+    expected = dict.fromkeys(names, "Running")
+    for name in names[:10]:
         suite.cluster.kubectl(
-            "annotate", "pod", f"s{i}-master-0", "-n", ns, f"{EXIT_CODE_ANNOTATION}=0"
+            "annotate", "pod", f"{name}-master-0", "-n", ns, f"{EXIT_CODE_ANNOTATION}=0"
         )
-        expected[f"s{i}"] = "Succeeded"
-    for i in range(15, 20):
-        suite.cluster.kubectl("delete", "tfjob", f"s{i}", "-n", ns, "--wait=false")
-        expected[f"s{i}"] = "Deleted"
-    suite.submit(ns, [tfjob(f"n{i}", workers=1, run=None) for i in range(10)])
+        expected[name] = "Succeeded"
+    for job in first[15:]:
+        name, kind = job["metadata"]["name"], job["kind"].lower()
+        suite.cluster.kubectl("delete", f"{kind}s.dlk8s.io", name, "-n", ns, "--wait=false")
+        expected[name] = "Deleted"
+    suite.submit(ns, [mixed(f"n{i}", i, workers=1, run=None) for i in range(10)])
     expected |= {f"n{i}": "Running" for i in range(10)}
     churn = [
         {
@@ -592,7 +644,8 @@ def leader_kill(suite: Suite) -> Row:
     ops = Operators(suite.install, env).start(2)
     leader = wait_leader(suite, ops)
     submitter = threading.Thread(
-        target=suite.submit, args=(ns, [tfjob(f"l{i}", workers=1, run="20s") for i in range(jobs)])
+        target=suite.submit,
+        args=(ns, [mixed(f"l{i}", i, workers=1, run="20s") for i in range(jobs)]),
     )
     submitter.start()
     time.sleep(2)
@@ -637,7 +690,7 @@ def hand_over(suite: Suite, ops: Operators, leader: OperatorProcess) -> float:
 
 
 def hostile(suite: Suite) -> Row:
-    row = Row("30 hostile but schema-valid jobs beside a bystander")
+    row = Row("31 hostile but schema-valid jobs beside a bystander")
     ns = suite.namespace("chaos-hostile")
     ops = Operators(suite.install).start()
     ops.procs[0].wait_ready()
@@ -683,6 +736,10 @@ def hostile_jobs(bystander: dict[str, Any], many: int) -> list[tuple[dict[str, A
             with_env(
                 tfjob("tf-config", run=None), {"TF_CONFIG": "{}", "KUBERNETES_SERVICE_HOST": "evil"}
             ),
+            "Running",
+        ),
+        (
+            with_env(pytorchjob("torch-env", run=None), {"MASTER_ADDR": "evil", "RANK": "7"}),
             "Running",
         ),
         (with_template(tfjob("label-too-long", run=None), labels={"team": "y" * 64}), "Refused"),
@@ -799,16 +856,22 @@ def drain_taint(suite: Suite) -> Row:
     ops = Operators(suite.install).start()
     ops.procs[0].wait_ready()
     names = [f"d{i}" for i in range(jobs)]
-    suite.submit(ns, [tfjob(name, workers=2, run="60s") for name in names])
+    suite.submit(
+        ns, [mixed(name, i, workers=2, run="60s", elastic=True) for i, name in enumerate(names)]
+    )
     suite.wait("the jobs to run", lambda: suite.settled(ns, dict.fromkeys(names, "Running")), 180)
     drained, tainted = busiest_nodes(suite, ns)
     selector = f"--pod-selector={LABEL_JOB_NAME}"  # the chart's own pods stay
     try:
+        # The taint first: it takes effect at once, while the drain also
+        # evicts what earlier scenarios left on its node (the hostile MXJob's
+        # thousands of pods); tainted after the drain in a full run, the node
+        # had no pod of this scenario left to evict.
+        suite.cluster.kubectl("taint", "node", tainted, "chaos=drained:NoExecute")
         suite.cluster.kubectl(
             "drain", drained, selector, "--ignore-daemonsets", "--delete-emptydir-data",
             "--timeout=180s",
         )  # fmt: skip
-        suite.cluster.kubectl("taint", "node", tainted, "chaos=drained:NoExecute")
         suite.judge(row, ns, dict.fromkeys(names, "Succeeded"), timeout=420)
     finally:
         suite.cluster.kubectl("uncordon", drained, check=False)
@@ -829,9 +892,23 @@ def drain_taint(suite: Suite) -> Row:
         f" counting ({', '.join(f'{n} {reason}' for reason, n in why.most_common())}),"
         f" restarts counted {sum(counted)}"
     )
+    row.notes += charged(suite, ns)
     row.restarts = ops.restarts
     ops.stop()
     return row
+
+
+def charged(suite: Suite, ns: str) -> list[str]:
+    """The jobs that counted a restart, with their kind and how many pods
+    each of their replicas had: to tell which disruption was taken for a loss."""
+    notes = []
+    for name, job in suite.jobs(ns).items():
+        count = (job.get("status") or {}).get("restartCount")
+        if count:
+            lives = Counter("/".join(life.slot) for life in suite.ledger.of(ns) if life.job == name)
+            pods = ", ".join(f"{slot} {n}" for slot, n in sorted(lives.items()))
+            notes.append(f"{name} ({job['kind']}) counted {count}, pods per replica: {pods}")
+    return notes
 
 
 def busiest_nodes(suite: Suite, namespace: str) -> tuple[str, str]:

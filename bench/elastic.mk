@@ -1,14 +1,17 @@
-# `make bench-elastic`: elastic PaddleJobs replayed with and without the
-# autoscaler on 8 kwok nodes x 8 GPUs (bench/elastic.py), one run of each mode
-# per trace (bench/elastic-trace*.json: committed, heavy, burst). A benchmark,
-# not a test: it prints the tables and writes bench/results/elastic.{json,md}
-# and elastic-<trace>.png. About 36 minutes at the default --scale 0.08.
+# `make bench-elastic`: elastic PyTorchJobs and PaddleJobs (every other job
+# of a trace a PyTorchJob) replayed together with and without the autoscaler
+# on 8 kwok nodes x 8 GPUs (bench/elastic.py), one run of each mode per trace
+# (bench/elastic-trace*.json: committed, heavy, burst). A benchmark, not a
+# test: it prints the tables and writes bench/results/elastic.{json,md} and
+# elastic-<trace>.png. About 36 minutes at the default --scale 0.08.
 # ELASTIC_ARGS passes options, e.g.
 #   make bench-elastic ELASTIC_ARGS="--trace heavy --only static"
+#   make bench-elastic ELASTIC_ARGS="--paddle-only"   # PaddleJobs only
+#   make bench-elastic ELASTIC_ARGS="--trace burst --out /tmp/elastic"  # not bench/results
 ELASTIC_ARGS ?=
 
 .PHONY: bench-elastic
-bench-elastic: tools ## replay the elastic PaddleJob traces, autoscaler against static (bench/results/)
+bench-elastic: tools ## replay the elastic traces (PyTorchJobs and PaddleJobs), autoscaler against static (bench/results/)
 	$(PYTHON) bench/elastic.py run $(ELASTIC_ARGS)
 
 # `make bench-elastic-model`: the same traces in a model without reaction

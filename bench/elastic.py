@@ -1,7 +1,8 @@
-"""Elastic PaddleJobs with and without the autoscaler, replayed on kwok.
+"""Elastic PyTorchJobs and PaddleJobs with and without the autoscaler, replayed on kwok.
 
     make bench-elastic                                   # every trace, both modes
     make bench-elastic ELASTIC_ARGS="--trace heavy"      # one trace
+    make bench-elastic ELASTIC_ARGS="--paddle-only"      # every job a PaddleJob
     .tools/venv/bin/python bench/elastic.py generate     # rewrite the traces (deterministic)
     .tools/venv/bin/python bench/elastic.py report       # tables and plots from elastic.json
 
@@ -15,47 +16,62 @@ same 36 jobs and differ only in when the jobs arrive:
 - burst: the committed trace with a third of the jobs (the 13th to the
   24th) arriving within one minute; the others keep their times.
 
+Every other job of a trace (job-01, job-03, ...) is replayed as an elastic
+PyTorchJob, the others as PaddleJobs, as bench/elastic_model.py's mixed
+replays do: one plan sizes both kinds. A PaddleJob has minInstance /
+maxInstance trainers (plus its pserver and master); a PyTorchJob has no
+MASTER and one WORKER entry whose elasticPolicy minReplicas / maxReplicas are
+the trace's bounds (replicas: the minimum), each WORKER asking what a
+trainer asks. --paddle-only replays every job as a PaddleJob.
+
 Each mode of each trace gets a fresh local control plane of 8 kwok nodes
 with 8 GPUs each, the chart installed, and the operator running as a local
 process with the chart's ServiceAccount:
 
 - autoscaler: the operator as shipped (autoscaler on);
-- static: the same operator with --no-autoscaler, so every job keeps
-  minInstance trainers (EDL without its controller).
+- static: the same operator with --no-autoscaler, so every job keeps its
+  minimum: minInstance trainers, minReplicas WORKERs (EDL without its
+  controller).
 
-The driver submits each job at its arrival time and plays the trainers: it
-watches the pods, credits every job with one trainer-second of work per
-second for each of its trainers that is Running, and once the work is done
-annotates its trainers with kwok.dlk8s.io/exit-code=0 so kwok ends them and
-the operator sees the job succeed. Time is compressed (one trace second =
---scale wall seconds), the cluster, the scheduler and the operator are not:
-their reaction times are real wall-clock time and so weigh 1/scale times
-more in trace time than they would in a real cluster. The one exception is
-kube-scheduler's back-off before it retries a pod that did not fit: its
-longest (10 s by default) is compressed with the trace, to the 1 s its
-config allows at the default scale, for both modes alike; left at 10 s it
-would leave a pod pending up to 125 trace seconds after its room appeared.
+The driver submits each job at its arrival time and plays the trainers and
+WORKERs alike: it watches the pods, credits every job with one
+trainer-second of work per second for each of its trainers (WORKERs) that is
+Running, and once the work is done annotates them with
+kwok.dlk8s.io/exit-code=0 so kwok ends them and the operator sees the job
+succeed (a PyTorchJob without a MASTER succeeds when every WORKER has). The
+driver does not model torchrun's new rendezvous after each change of a
+PyTorchJob's count (the model does): a WORKER works from the moment it runs.
+Time is compressed (one trace second = --scale wall seconds), the cluster,
+the scheduler and the operator are not: their reaction times are real
+wall-clock time and so weigh 1/scale times more in trace time than they
+would in a real cluster. The one exception is kube-scheduler's back-off
+before it retries a pod that did not fit: its longest (10 s by default) is
+compressed with the trace, to the 1 s its config allows at the default
+scale, for both modes alike; left at 10 s it would leave a pod pending up
+to 125 trace seconds after its room appeared.
 
-Measured per job: wait (submission to the first Running trainer) and
-completion time (submission to the work done); per run: the GPUs held by
-Running trainers over time. Utilization is reported over the whole run and
-over the window in which the jobs present could use the whole cluster
-(the sum of their maxInstance x GPUs is at least the cluster's GPUs); the
-target applies to the latter: when demand is below capacity, idle GPUs are
-nobody's fault.
+Measured per job: wait (submission to the first Running trainer or
+WORKER) and completion time (submission to the work done); per run: the GPUs
+held by Running trainers and WORKERs over time. Utilization is reported over
+the whole run and over the window in which the jobs present could use the
+whole cluster (the sum of their maximum x GPUs is at least the cluster's
+GPUs); the target applies to the latter: when demand is below capacity, idle
+GPUs are nobody's fault.
 
 The sampler checks on every tick (every 50 ms of wall time) that no node
 has more requested than it has (every pod of the cluster counts), that
-every job's trainer count (annotation and status) stays within
-[minInstance, maxInstance], that no job has more live trainers than its
-maxInstance, and that no trainer below minInstance is ever deleted.
+every job's count (dlk8s.io/trainers and status.trainers of a PaddleJob,
+dlk8s.io/workers and status.workers of a PyTorchJob) stays within its
+bounds, that no job has more live trainers (WORKERs) than its maximum, and
+that none below its minimum is ever deleted.
 
 It also records why each waiting job waits, tick by tick (see wait_cause),
-and every trainer count the autoscaler writes, with its reason: the
+and every count (trainers, WORKERs) the autoscaler writes, with its reason: the
 replay's own account of where waiting time goes.
 
-Results: bench/results/elastic.{json,md} and elastic-<trace>.png; operator
-logs and the unthinned samples under bench/results/raw/ (not committed).
+Results: bench/results/elastic.{json,md} and elastic-<trace>.png (--out puts
+them elsewhere); operator logs and the unthinned samples under
+<out>/raw/elastic/ (not committed).
 """
 
 from __future__ import annotations
@@ -83,6 +99,9 @@ from typing import Any
 from dlk8s.autoscaler.cluster import Pod
 from dlk8s.autoscaler.manifests import pod_from_manifest
 from dlk8s.job.computeresources import Resources, from_list
+from dlk8s.job.kinds.elastic import CountAnnotations
+from dlk8s.job.kinds.paddle_spec import TRAINERS
+from dlk8s.job.kinds.pytorchjob import WORKERS
 from dlk8s.job.names import API_VERSION
 from dlk8s.runtime.apiresources import JOB_RESOURCES, resource_for
 from dlk8s.runtime.client import Kube, Selectors
@@ -96,9 +115,6 @@ RESULTS = HERE / "results"
 RESULTS_JSON = RESULTS / "elastic.json"
 RAW = RESULTS / "raw" / "elastic"
 NAMESPACE = "elastic-bench"
-PADDLEJOBS = JOB_RESOURCES["PaddleJob"]
-TRAINERS_ANNOTATION = "dlk8s.io/trainers"
-REASON_ANNOTATION = "dlk8s.io/trainers-reason"
 GIB = 2**30
 DEFAULT_SCALE = 0.08  # wall seconds per trace second: six replays in about 36 minutes
 # Trace seconds a job that cannot be placed waits before a node is kept for
@@ -111,6 +127,39 @@ DEFAULT_RESERVE_AFTER = 450.0
 BURST_WINDOW = 60.0
 # kube-scheduler's default podMaxBackoffSeconds (see scheduler_backoff).
 SCHEDULER_MAX_BACKOFF = 10
+
+
+# --- the kinds ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kind:
+    """An elastic kind as the bench meets it."""
+
+    name: str
+    role: str  # dlk8s.io/replica-type of the pods the autoscaler sizes
+    counts: CountAnnotations  # the count asked for; status.<noun> shows the count run
+    bounds: tuple[str, str]  # the spec's names of the minimum and the maximum
+
+
+PADDLE = Kind("PaddleJob", "trainer", TRAINERS, ("minInstance", "maxInstance"))
+PYTORCH = Kind("PyTorchJob", "worker", WORKERS, ("minReplicas", "maxReplicas"))
+KINDS = {k.name: k for k in (PADDLE, PYTORCH)}
+# The roles of the pods the autoscaler sizes: no bench PaddleJob has a
+# WORKER and no bench PyTorchJob a trainer (or a MASTER), so the role alone
+# tells a sized pod.
+SIZED_ROLES = frozenset(k.role for k in KINDS.values())
+
+
+def assign_kinds(jobs: Sequence[dict[str, Any]], mixed: bool) -> None:
+    """Every other job (the second, the fourth, ...) a PyTorchJob when
+    `mixed`, as bench/elastic_model.py's mixed replays; the rest PaddleJobs."""
+    for i, job in enumerate(jobs):
+        job["kind"] = PYTORCH.name if mixed and i % 2 == 1 else PADDLE.name
+
+
+def kind_of(spec: Mapping[str, Any]) -> Kind:
+    return KINDS[spec.get("kind", PADDLE.name)]
 
 
 # --- the traces ---------------------------------------------------------------------------
@@ -196,7 +245,18 @@ def squeeze_burst(arrivals: Sequence[float], share: float) -> list[float]:
 
 
 def manifest(job: dict[str, Any]) -> dict[str, Any]:
-    gpus = job["gpusPerTrainer"]
+    return pytorchjob(job) if kind_of(job) is PYTORCH else paddlejob(job)
+
+
+def member_resources(gpus: int) -> dict[str, Any]:
+    """What a trainer or a WORKER asks for: CPU and memory in step with its GPUs."""
+    return {
+        "requests": {"cpu": str(2 * gpus), "memory": f"{8 * gpus}Gi"},
+        "limits": {"nvidia.com/gpu": gpus},
+    }
+
+
+def paddlejob(job: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": API_VERSION,
         "kind": "PaddleJob",
@@ -209,10 +269,7 @@ def manifest(job: dict[str, Any]) -> dict[str, Any]:
                 "workspace": "/workspace",
                 "minInstance": job["minTrainers"],
                 "maxInstance": job["maxTrainers"],
-                "resources": {
-                    "requests": {"cpu": str(2 * gpus), "memory": f"{8 * gpus}Gi"},
-                    "limits": {"nvidia.com/gpu": gpus},
-                },
+                "resources": member_resources(job["gpusPerTrainer"]),
             },
             "pserver": {
                 "minInstance": 1,
@@ -220,6 +277,34 @@ def manifest(job: dict[str, Any]) -> dict[str, Any]:
                 "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
             },
             "master": {"resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+        },
+    }
+
+
+def pytorchjob(job: dict[str, Any]) -> dict[str, Any]:
+    """WORKERs only (WORKER 0's agent hosts the rendezvous), started at the minimum."""
+    container = {
+        "name": "pytorch",
+        "image": "pytorch/pytorch",
+        "command": ["torchrun", "train.py"],
+        "resources": member_resources(job["gpusPerTrainer"]),
+    }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": PYTORCH.name,
+        "metadata": {"name": job["name"], "namespace": NAMESPACE},
+        "spec": {
+            "elasticPolicy": {
+                "minReplicas": job["minTrainers"],
+                "maxReplicas": job["maxTrainers"],
+            },
+            "replicaSpecs": [
+                {
+                    "pytorchReplicaType": "WORKER",
+                    "replicas": job["minTrainers"],
+                    "template": {"spec": {"containers": [container]}},
+                }
+            ],
         },
     }
 
@@ -247,8 +332,9 @@ def pod_view(obj: dict[str, Any]) -> PodView | None:
     return PodView(pod, obj["metadata"].get("uid", ""), job, running)
 
 
-def is_trainer(view: PodView) -> bool:
-    return view.pod.role == "trainer"
+def is_sized(view: PodView) -> bool:
+    """A trainer of a PaddleJob or a WORKER of a PyTorchJob."""
+    return view.pod.role in SIZED_ROLES
 
 
 def overcommitted(allocatable: Mapping[str, Resources], pods: Iterable[PodView]) -> list[str]:
@@ -266,24 +352,28 @@ def overcommitted(allocatable: Mapping[str, Resources], pods: Iterable[PodView])
 
 
 def out_of_bounds(
-    spec: Mapping[str, Any], obj: Mapping[str, Any] | None, trainers: Sequence[PodView]
+    spec: Mapping[str, Any], obj: Mapping[str, Any] | None, members: Sequence[PodView]
 ) -> list[str]:
-    """What of one job is outside [minInstance, maxInstance] right now."""
+    """What of one job is outside its bounds right now (a PaddleJob's
+    [minInstance, maxInstance] trainers, a PyTorchJob's [minReplicas,
+    maxReplicas] WORKERs); `members`: its sized pods."""
     low, high, name = spec["minTrainers"], spec["maxTrainers"], spec["name"]
+    kind = kind_of(spec)
+    noun, (low_name, high_name) = kind.counts.noun, kind.bounds
     found = []
     meta, status = (obj or {}).get("metadata", {}), (obj or {}).get("status", {})
-    asked = (meta.get("annotations") or {}).get(TRAINERS_ANNOTATION)
+    asked = (meta.get("annotations") or {}).get(kind.counts.count)
     if asked is not None and not (asked.isdigit() and low <= int(asked) <= high):
-        found.append(f"{name}: asked for {asked} trainers, bounds [{low}, {high}]")
-    count = status.get("trainers")
+        found.append(f"{name}: asked for {asked} {noun}, bounds [{low}, {high}]")
+    count = status.get(noun)
     if count is not None and not low <= count <= high:
-        found.append(f"{name}: status.trainers {count}, bounds [{low}, {high}]")
-    live = [v for v in trainers if not v.pod.terminating]
+        found.append(f"{name}: status.{noun} {count}, bounds [{low}, {high}]")
+    live = [v for v in members if not v.pod.terminating]
     if len(live) > high:
-        found.append(f"{name}: {len(live)} live trainers, maxInstance {high}")
-    below = sorted(v.pod.index for v in trainers if v.pod.terminating and v.pod.index < low)
+        found.append(f"{name}: {len(live)} live {noun}, {high_name} {high}")
+    below = sorted(v.pod.index for v in members if v.pod.terminating and v.pod.index < low)
     if below:
-        found.append(f"{name}: trainer(s) {below} below minInstance {low} deleted")
+        found.append(f"{name}: {kind.role}(s) {below} below {low_name} {low} deleted")
     return found
 
 
@@ -291,10 +381,10 @@ def out_of_bounds(
 
 # In the order wait_cause tests them; the first that holds names the tick.
 WAIT_CAUSES = {
-    "no pods yet": "the operator has not created the job's minimum trainers yet",
+    "no pods yet": "the operator has not created the job's minimum trainers (WORKERs) yet",
     "room free": "its minimum fits the free GPUs now; the scheduler has not bound it yet",
-    "room being freed": "it fits once the trainers being deleted are gone",
-    "held above minimum": "it fits if others give back trainers above their minimum",
+    "room being freed": "it fits once the pods being deleted are gone",
+    "held above minimum": "it fits if others give back trainers (WORKERs) above their minimum",
     "fragmented": "enough GPUs above minimums in total, but not on few enough nodes",
     "full at minimums": "it would not fit even with every other job at its minimum",
 }
@@ -307,13 +397,14 @@ def wait_cause(
     pods: Sequence[PodView],
     bounds: Mapping[str, int],
 ) -> str:
-    """Why `spec`'s job has no trainer running, from the GPUs alone (the
-    bench's trainers ask 2 CPUs and 8 GiB per GPU: GPUs run out first).
+    """Why `spec`'s job has no trainer (WORKER) running, from the GPUs alone
+    (the bench's trainers and WORKERs ask 2 CPUs and 8 GiB per GPU: GPUs run
+    out first).
 
     `gpus`: each node's allocatable GPUs; `pods`: every live pod of the
     cluster; `bounds`: each job's minInstance."""
     per, low = spec["gpusPerTrainer"], spec["minTrainers"]
-    live = [v for v in mine if is_trainer(v) and not v.pod.terminating and v.pod.index < low]
+    live = [v for v in mine if is_sized(v) and not v.pod.terminating and v.pod.index < low]
     if len(live) < low:
         return "no pods yet"
     need = [per] * sum(1 for v in live if not v.pod.node)
@@ -325,7 +416,7 @@ def wait_cause(
         free[node] -= view.pod.requests.gpu
         if view.pod.terminating:
             freeing[node] += view.pod.requests.gpu
-        elif is_trainer(view) and view.job and view.pod.index >= bounds.get(view.job, 1 << 30):
+        elif is_sized(view) and view.job and view.pod.index >= bounds.get(view.job, 1 << 30):
             above[node] += view.pod.requests.gpu
     if fits(need, free):
         return "room free"
@@ -395,13 +486,13 @@ class JobRun:
     progress: float = 0.0
     finished_pods: set[str] = field(default_factory=set)
     max_trainers_seen: int = 0
-    asked: str | None = None  # the last trainer count seen on the job
+    asked: str | None = None  # the last trainer (WORKER) count seen on the job
     waiting: Counter[str] = field(default_factory=Counter)  # cause -> trace seconds
 
 
 @dataclass(frozen=True)
 class Decision:
-    """A trainer count written on a job (by the autoscaler), as the job showed it."""
+    """A trainer (WORKER) count written on a job (by the autoscaler), as the job showed it."""
 
     t: float
     job: str
@@ -430,7 +521,10 @@ class Driver:
             None,
             Selectors(field="status.phase!=Succeeded,status.phase!=Failed"),
         )
-        self.paddlejobs = Informer(self.kube, PADDLEJOBS, NAMESPACE)
+        kinds = {kind_of(j).name for j in trace["jobs"]}
+        self.informers = {
+            kind: Informer(self.kube, JOB_RESOURCES[kind], NAMESPACE) for kind in sorted(kinds)
+        }
         self.samples: list[tuple[float, int, int, int]] = []  # t, gpus, demand, running jobs
         self.decisions: list[Decision] = []
         self.overcommits: Counter[str] = Counter()
@@ -446,9 +540,10 @@ class Driver:
         return (time.monotonic() - self.t0) / self.scale
 
     def run(self, limit_seconds: float) -> None:
-        for informer in (self.pods, self.paddlejobs):
+        informers = (self.pods, *self.informers.values())
+        for informer in informers:
             informer.start()
-        while not all(i.has_synced() for i in (self.pods, self.paddlejobs)):
+        while not all(i.has_synced() for i in informers):
             time.sleep(0.05)
         self.t0 = time.monotonic()
         last = 0.0
@@ -489,7 +584,12 @@ class Driver:
     def _keep_sample(self, obj: dict[str, Any], view: PodView | None) -> None:
         """A Running trainer as the API returned it, for the pod-cache memory
         measure (finished pods leave the cache, so take one while it runs)."""
-        if self.sample_trainer is None and view is not None and is_trainer(view) and view.running:
+        if (
+            self.sample_trainer is None
+            and view is not None
+            and view.running
+            and view.pod.role == PADDLE.role
+        ):
             self.sample_trainer = json.dumps(obj)
 
     def _tick(self, now: float, dt: float) -> None:
@@ -503,7 +603,7 @@ class Driver:
         for name, job in self.jobs.items():
             mine = by_job.get(name, [])
             per = job.spec["gpusPerTrainer"]
-            running = sum(1 for v in mine if is_trainer(v) and v.running and not v.pod.terminating)
+            running = sum(1 for v in mine if is_sized(v) and v.running and not v.pod.terminating)
             gpus += per * running
             if job.submitted is not None and job.done is None:
                 demand += per * job.spec["maxTrainers"]
@@ -517,13 +617,13 @@ class Driver:
             self.idle.update(idle_gpus(self.gpus, views, self._growable(by_job), dt))
 
     def _growable(self, by_job: dict[str, list[PodView]]) -> list[int]:
-        """GPUs per trainer of each started job below its maxInstance."""
+        """GPUs per trainer (WORKER) of each started job below its maximum."""
         return [
             job.spec["gpusPerTrainer"]
             for name, job in self.jobs.items()
             if job.first_running is not None
             and job.done is None
-            and sum(1 for v in by_job.get(name, []) if is_trainer(v) and not v.pod.terminating)
+            and sum(1 for v in by_job.get(name, []) if is_sized(v) and not v.pod.terminating)
             < job.spec["maxTrainers"]
         ]
 
@@ -552,20 +652,21 @@ class Driver:
         for name, job in self.jobs.items():
             if job.submitted is None or job.done is not None:
                 continue
-            trainers = [v for v in by_job.get(name, []) if is_trainer(v)]
-            for problem in out_of_bounds(job.spec, self._job(name), trainers):
+            members = [v for v in by_job.get(name, []) if is_sized(v)]
+            for problem in out_of_bounds(job.spec, self._job(name), members):
                 self.out_of_bounds[problem] += 1
 
     def _observe_job(self, name: str, job: JobRun, now: float) -> None:
-        """Record each trainer count written on the job, and check its state."""
+        """Record each trainer (WORKER) count written on the job, and check its state."""
         obj = self._job(name)
         if obj is None:
             return
+        counts = kind_of(job.spec).counts
         annotations = obj["metadata"].get("annotations") or {}
-        asked = annotations.get(TRAINERS_ANNOTATION)
+        asked = annotations.get(counts.count)
         if asked is not None and asked != job.asked:
             old = int(job.asked) if job.asked and job.asked.isdigit() else None
-            reason = annotations.get(REASON_ANNOTATION, "").partition(": ")[2]
+            reason = annotations.get(counts.reason, "").partition(": ")[2]
             self.decisions.append(Decision(round(now, 1), name, old, int(asked), reason))
             job.asked = asked
         state = obj.get("status", {}).get("state")
@@ -575,14 +676,15 @@ class Driver:
             raise RuntimeError(f"{name} failed: {obj}")
 
     def _job(self, name: str) -> dict[str, Any] | None:
-        found: dict[str, Any] | None = self.paddlejobs.cache.get_by_key(f"{NAMESPACE}/{name}")
+        informer = self.informers[kind_of(self.jobs[name].spec).name]
+        found: dict[str, Any] | None = informer.cache.get_by_key(f"{NAMESPACE}/{name}")
         return found
 
     def _finish(self, job: JobRun, mine: list[PodView]) -> None:
-        """The work is done: every trainer (and any that starts late) exits 0."""
+        """The work is done: every trainer or WORKER (and any that starts late) exits 0."""
         for view in mine:
             key = f"{view.pod.name}/{view.uid}"
-            if not is_trainer(view) or view.pod.terminating or key in job.finished_pods:
+            if not is_sized(view) or view.pod.terminating or key in job.finished_pods:
                 continue
             job.finished_pods.add(key)
             patch = {"metadata": {"uid": view.uid, "annotations": {EXIT_CODE_ANNOTATION: "0"}}}
@@ -601,7 +703,7 @@ class Driver:
             print(f"  patch {name}: {err}", file=sys.stderr)
 
     def stop(self) -> None:
-        for informer in (self.pods, self.paddlejobs):
+        for informer in (self.pods, *self.informers.values()):
             informer.stop()
         self.pool.shutdown(wait=False, cancel_futures=True)
 
@@ -753,6 +855,7 @@ def summarize(
         "meanCompletion": round(statistics.mean(jcts), 1) if jcts else None,
         "medianCompletion": round(statistics.median(jcts), 1) if jcts else None,
         "jobsCompleted": len(jcts),
+        "meanWaitByKind": _mean_wait_by_kind(jobs),
         "waitCauses": {c: round(causes[c], 1) for c in WAIT_CAUSES if causes[c]},
         "idleWhileSaturated": {
             c: round(driver.idle[c] / cap / saturated[1], 4) if saturated[1] else 0.0
@@ -771,6 +874,14 @@ def summarize(
     }
 
 
+def _mean_wait_by_kind(jobs: Sequence[dict[str, Any]]) -> dict[str, float]:
+    waits: dict[str, list[float]] = {}
+    for job in jobs:
+        if job["wait"] is not None:
+            waits.setdefault(job["kind"], []).append(job["wait"])
+    return {kind: round(statistics.mean(w), 1) for kind, w in sorted(waits.items())}
+
+
 def _worst(problems: Counter[str], keep: int = 10) -> dict[str, int]:
     """The problems seen, with how many ticks each was seen on (the most first)."""
     return dict(problems.most_common(keep))
@@ -780,6 +891,7 @@ def _job_result(name: str, job: JobRun, decisions: Sequence[Decision]) -> dict[s
     sub = job.submitted
     result = {
         "name": name,
+        "kind": kind_of(job.spec).name,
         "arrival": job.spec["arrival"],
         "wait": _minus(job.first_running, sub),
         "completion": _minus(job.done, sub),
@@ -865,7 +977,7 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("GPU use while demand >= capacity", "gpuUtilizationSaturated", "%"),
     ("  (trace seconds of that window)", "saturatedSeconds", ""),
     ("GPU use, whole run", "gpuUtilization", "%"),
-    ("mean wait (submission -> first trainer Running)", "meanWait", ""),
+    ("mean wait (submission -> first trainer or WORKER Running)", "meanWait", ""),
     ("median wait", "medianWait", ""),
     ("max wait", "maxWait", ""),
     ("mean completion (submission -> work done)", "meanCompletion", ""),
@@ -903,10 +1015,13 @@ def trace_markdown(name: str, result: dict[str, Any]) -> list[str]:
         f"this trace's two replays took {result['wallSeconds']:.0f} s. "
         "Times are trace seconds.",
         "",
-        "| | autoscaler | static (minInstance) |",
+        *_kinds_lines(result["trace"]),
+        "",
+        "| | autoscaler | static (minimums) |",
         "|---|---|---|",
     ]
     lines += [f"| {label} | {_cell(auto, k, u)} | {_cell(static, k, u)} |" for label, k, u in ROWS]
+    lines += _wait_by_kind_rows(auto, static)
     lines += ["", *_acceptance_lines(auto, static), "", *_cause_lines(auto, static)]
     lines += ["", *_idle_lines(auto, static)]
     for run in (auto, static):
@@ -915,6 +1030,36 @@ def trace_markdown(name: str, result: dict[str, Any]) -> list[str]:
         lines += ["", f"Autoscaler changes: {auto['autoscalerChanges']}."]
     lines += ["", f"![{name}](elastic-{name}.png)", ""]
     return lines
+
+
+def _kinds_lines(trace: dict[str, Any]) -> list[str]:
+    """Which jobs were which kind (results from before the mixed replays
+    have no "kinds": every job was a PaddleJob)."""
+    kinds = trace.get("kinds") or {PADDLE.name: None}
+    if list(kinds) == [PADDLE.name]:
+        return ["Every job a PaddleJob (as `--paddle-only` replays them)."]
+    described = {
+        PADDLE.name: "PaddleJobs (trainers, a pserver and a master)",
+        PYTORCH.name: "PyTorchJobs (elastic, WORKERs only, no MASTER)",
+    }
+    return [
+        f"{described.get(kind, kind + 's')}: {', '.join(names or [])}."
+        for kind, names in kinds.items()
+    ]
+
+
+def _wait_by_kind_rows(auto: dict[str, Any] | None, static: dict[str, Any] | None) -> list[str]:
+    kinds = sorted({k for run in (auto, static) if run for k in run.get("meanWaitByKind", {})})
+    if len(kinds) < 2:
+        return []
+    return [
+        f"| mean wait of the {kind}s | "
+        + " | ".join(
+            str((run or {}).get("meanWaitByKind", {}).get(kind, "-")) for run in (auto, static)
+        )
+        + " |"
+        for kind in kinds
+    ]
 
 
 def _offered_load(name: str) -> float:
@@ -980,11 +1125,13 @@ def _problem_lines(run: dict[str, Any] | None) -> list[str]:
 
 def markdown(results: dict[str, Any]) -> str:
     lines = [
-        "# Elastic PaddleJobs: the autoscaler against static minInstance",
+        "# Elastic PyTorchJobs and PaddleJobs: the autoscaler against static minimums",
         "",
         "`make bench-elastic` (bench/elastic.py) replays each trace twice on 8 kwok nodes",
-        "x 8 GPUs: with the autoscaler, and with every job at minInstance. Every figure",
-        "of a trace comes from one run of each mode.",
+        "x 8 GPUs: with the autoscaler, and with every job at its minimum (minInstance",
+        "trainers, minReplicas WORKERs). Every other job of a trace is an elastic",
+        "PyTorchJob, the others PaddleJobs (each trace names them); one plan sizes both.",
+        "Every figure of a trace comes from one run of each mode.",
         f"Wall time of the last run of every trace: {results.get('fullRunWallSeconds') or 0:.0f} s"
         f" (of the run that last wrote this file: {results['wallSeconds']:.0f} s).",
         "",
@@ -1047,7 +1194,7 @@ def plot(name: str, result: dict[str, Any], capacity: int, path: Path) -> None:
             color=colors[mode],
             linewidth=1,
         )
-    axes[0].set_ylabel("GPUs held by Running trainers (%)")
+    axes[0].set_ylabel("GPUs held by Running trainers and WORKERs (%)")
     axes[0].set_xlabel("trace seconds")
     axes[0].set_ylim(0, 105)
     axes[0].legend(loc="lower right")
@@ -1063,9 +1210,18 @@ def plot(name: str, result: dict[str, Any], capacity: int, path: Path) -> None:
             values = [j[key] or 0 for j in jobs]
             ax.bar(x, values, width, label=f"{mode}: mean {run[mean]}", color=colors[mode])
     axes[1].set_ylabel("wait (trace s)")
-    axes[1].set_title("Wait per job: submission to first trainer Running")
+    axes[1].set_title("Wait per job: submission to first trainer or WORKER Running")
     axes[2].set_ylabel("completion (trace s)")
-    axes[2].set_xlabel("job (by arrival)")
+    axes[2].set_xlabel("job by arrival (PD: a PaddleJob, PT: a PyTorchJob)")
+    jobs = next(iter(runs.values()))["jobs"]
+    short = {PADDLE.name: "PD", PYTORCH.name: "PT"}
+    for ax in axes[1:]:
+        ax.set_xticks(range(len(jobs)))
+        ax.set_xticklabels(
+            [f"{j['name'][-2:]} {short.get(j.get('kind', PADDLE.name), '?')}" for j in jobs],
+            rotation=90,
+            fontsize=6,
+        )
     axes[2].set_title("Completion per job: submission to work done")
     for ax in axes[1:]:
         ax.legend()
@@ -1074,13 +1230,13 @@ def plot(name: str, result: dict[str, Any], capacity: int, path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(results: dict[str, Any]) -> str:
+def write_report(results: dict[str, Any], out: Path = RESULTS) -> str:
     for name, result in results["traces"].items():
         if result["runs"]:
-            plot(name, result, result["capacity"], RESULTS / f"elastic-{name}.png")
-    RESULTS_JSON.write_text(compact_json(results))
+            plot(name, result, result["capacity"], out / f"elastic-{name}.png")
+    (out / RESULTS_JSON.name).write_text(compact_json(results))
     table = markdown(results)
-    (RESULTS / "elastic.md").write_text(table)
+    (out / "elastic.md").write_text(table)
     return table
 
 
@@ -1090,12 +1246,14 @@ def write_report(results: dict[str, Any]) -> str:
 def run_trace(name: str, args: argparse.Namespace, first: bool) -> dict[str, Any]:
     began = time.monotonic()
     trace = json.loads(TRACES[name].path.read_text())
+    assign_kinds(trace["jobs"], mixed=not args.paddle_only)
     modes = [args.only] if args.only else ["autoscaler", "static"]
+    raw = args.out / RAW.relative_to(RESULTS) / name
     runs = {}
     for mode in modes:
-        print(f"== {name} / {mode}: {len(trace['jobs'])} jobs", flush=True)
+        print(f"== {name} / {mode}: {_kinds_text(trace['jobs'])}", flush=True)
         memory = first and mode == "autoscaler"
-        runs[mode] = run_mode(mode, trace, args, RAW / name, memory)
+        runs[mode] = run_mode(mode, trace, args, raw, memory)
     cluster = trace["cluster"]
     result = {
         "trace": {
@@ -1104,6 +1262,11 @@ def run_trace(name: str, args: argparse.Namespace, first: bool) -> dict[str, Any
             "generator": trace["generator"],
             "cluster": f"{cluster['nodes']} kwok nodes x {cluster['gpusPerNode']} GPUs, "
             f"{cluster['cpuPerNode']} CPU, {cluster['memoryPerNode']}",
+            "kinds": {
+                kind: [j["name"] for j in trace["jobs"] if j["kind"] == kind]
+                for kind in KINDS
+                if any(j["kind"] == kind for j in trace["jobs"])
+            },
         },
         "scale": args.scale,
         "reserveAfter": args.reserve_after,
@@ -1111,8 +1274,8 @@ def run_trace(name: str, args: argparse.Namespace, first: bool) -> dict[str, Any
         "wallSeconds": round(time.monotonic() - began, 1),
         "runs": runs,
     }
-    (RAW / name).mkdir(parents=True, exist_ok=True)
-    (RAW / name / "elastic-full.json").write_text(json.dumps(result) + "\n")
+    raw.mkdir(parents=True, exist_ok=True)
+    (raw / "elastic-full.json").write_text(json.dumps(result) + "\n")
     for run in runs.values():  # the committed copy keeps one sample per 5 s
         run["series"] = _thin(run["series"], 5.0)
     return result
@@ -1121,7 +1284,8 @@ def run_trace(name: str, args: argparse.Namespace, first: bool) -> dict[str, Any
 def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     names = args.trace or list(TRACES)
-    previous = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {}
+    out_json = args.out / RESULTS_JSON.name
+    previous = json.loads(out_json.read_text()) if out_json.exists() else {}
     traces = {n: r for n, r in previous.get("traces", {}).items() if n in TRACES}
     for i, name in enumerate(names):
         traces[name] = run_trace(name, args, first=i == 0)
@@ -1134,9 +1298,14 @@ def run(args: argparse.Namespace) -> int:
         "fullRunWallSeconds": wall if every else previous.get("fullRunWallSeconds"),
         "traces": ordered,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    print(write_report(results))
+    args.out.mkdir(parents=True, exist_ok=True)
+    print(write_report(results, args.out))
     return 0
+
+
+def _kinds_text(jobs: Sequence[dict[str, Any]]) -> str:
+    counts = Counter(j["kind"] for j in jobs)
+    return f"{len(jobs)} jobs: " + ", ".join(f"{n} {kind}s" for kind, n in sorted(counts.items()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1149,12 +1318,24 @@ def main(argv: list[str] | None = None) -> int:
     gen.add_argument("--gap", type=float, default=60.0, help="mean seconds between arrivals")
     gen.add_argument("--burst", type=float, default=0.0, help="share of jobs within one minute")
     gen.add_argument("--out", type=Path, help="a custom trace's file (default: every preset)")
-    sub.add_parser("report", help="rewrite elastic.md and the plots from elastic.json")
+    report = sub.add_parser("report", help="rewrite elastic.md and the plots from elastic.json")
+    report.add_argument("--out", type=Path, default=RESULTS, help="the results' folder")
     replay = sub.add_parser("run", help="replay the traces (the default)")
     replay.add_argument("--trace", action="append", choices=list(TRACES), help="repeatable")
     replay.add_argument("--scale", type=float, default=DEFAULT_SCALE, help="wall s per trace s")
     replay.add_argument("--only", choices=["autoscaler", "static"])
     replay.add_argument("--limit", type=float, default=600, help="wall seconds per replay at most")
+    replay.add_argument(
+        "--paddle-only",
+        action="store_true",
+        help="every job a PaddleJob (default: every other job a PyTorchJob)",
+    )
+    replay.add_argument(
+        "--out",
+        type=Path,
+        default=RESULTS,
+        help="the folder of elastic.{json,md}, the plots and raw/ (default: bench/results)",
+    )
     replay.add_argument(
         "--reserve-after",
         type=float,
@@ -1166,7 +1347,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "generate":
         return write_traces(args)
     if args.command == "report":
-        print(write_report(json.loads(RESULTS_JSON.read_text())))
+        print(write_report(json.loads((args.out / RESULTS_JSON.name).read_text()), args.out))
         return 0
     if args.command is None:
         args = parser.parse_args(["run", *(argv or sys.argv[1:])])

@@ -29,6 +29,13 @@ scheduler and the operator act at once).
   minimum goes and growth is given back; then growth fills free room one
   trainer at a time in growth order.
 
+Both kinds the autoscaler sizes follow these rules alike (its plan knows
+no kind). `mixed` replays each trace with every other job an elastic
+PyTorchJob (the others PaddleJobs, as committed), whose torchrun group
+does no work for RENDEZVOUS seconds after each change of its worker count
+(the agents meet again; a PaddleJob's trainers carry on): the report's
+last table shows what that costs the operator's policy.
+
 Admission orders: arrival (the operator's), smallest minimum (GPUs).
 Growth orders: least fulfilled (the operator's, EDL's), oldest first, and
 least remaining work: an oracle, since no operator knows how much work a
@@ -59,6 +66,12 @@ TARGET = 0.5  # issue #18: mean and max wait at most half of static's
 # once per further seed, and each cell gives the median over the seeds.
 SEEDS = 5
 JITTER = 10.0
+# Trace seconds an elastic PyTorchJob's group does no work after its worker
+# count changes: torchrun's agents stop their processes and rendezvous again
+# (a few wall seconds on the real node, restarting from a checkpoint costs
+# more), an assumption of the model.
+RENDEZVOUS = 10.0
+PADDLE, PYTORCH = "PaddleJob", "PyTorchJob"
 
 
 @dataclass
@@ -73,6 +86,9 @@ class Job:
     start: float | None = None
     end: float | None = None
     done: float = 0.0
+    kind: str = PADDLE
+    idle_until: float = 0.0  # a PyTorchJob's group meets again until then
+    last: int = 0  # its worker count on the previous step
 
     @property
     def fulfillment(self) -> float:
@@ -139,8 +155,9 @@ class Cluster:
         return True
 
 
-def load(path: Path, seed: int = 0) -> tuple[list[Job], int, int]:
-    """The trace's jobs; seed 0 as they are, others with arrivals jittered."""
+def load(path: Path, seed: int = 0, mixed: bool = False) -> tuple[list[Job], int, int]:
+    """The trace's jobs; seed 0 as they are, others with arrivals jittered;
+    `mixed`: every other job (the second, the fourth, ...) a PyTorchJob."""
     trace = json.loads(path.read_text())
     rng = random.Random(seed)
     move = (lambda: 0.0) if seed == 0 else (lambda: rng.uniform(-JITTER, JITTER))
@@ -152,16 +169,17 @@ def load(path: Path, seed: int = 0) -> tuple[list[Job], int, int]:
             j["maxTrainers"],
             j["gpusPerTrainer"],
             j["work"],
+            kind=PYTORCH if mixed and i % 2 == 1 else PADDLE,
         )
-        for j in trace["jobs"]
+        for i, j in enumerate(trace["jobs"])
     ]
     spec = trace["cluster"]
     return jobs, spec["nodes"], spec["gpusPerNode"]
 
 
-def simulate(path: Path, policy: Policy | None, seed: int = 0) -> list[float]:
+def simulate(path: Path, policy: Policy | None, seed: int = 0, mixed: bool = False) -> list[float]:
     """Each job's wait (arrival to its first trainer); policy None: static."""
-    jobs, nodes, gpus = load(path, seed)
+    jobs, nodes, gpus = load(path, seed, mixed)
     cluster = Cluster(nodes, gpus)
     now = 0.0
     while any(j.end is None for j in jobs):
@@ -171,13 +189,23 @@ def simulate(path: Path, policy: Policy | None, seed: int = 0) -> list[float]:
         else:
             _autoscaler_step(cluster, present, now, policy)
         for job in present:
-            job.done += len(job.nodes)
+            job.done += _working(job, now)
             if job.done >= job.work:
                 job.end = now + 1
                 while job.nodes:
                     cluster.remove(job)
         now += 1
     return [j.start - j.arrival for j in jobs if j.start is not None]
+
+
+def _working(job: Job, now: float) -> int:
+    """The trainers that work this step: all of a PaddleJob's; none of a
+    PyTorchJob's while its group meets again after a change of its count."""
+    count = len(job.nodes)
+    if job.kind == PYTORCH and job.last and count != job.last:
+        job.idle_until = now + RENDEZVOUS
+    job.last = count
+    return 0 if now < job.idle_until else count
 
 
 def _static_step(cluster: Cluster, present: Sequence[Job], now: float) -> None:
@@ -333,7 +361,41 @@ def report() -> str:
         )
     lines.append("")
     lines.append(f"The operator's own policy is the row {ours.label}.")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *_mixed_lines(ours)]) + "\n"
+
+
+def _mixed_lines(policy: Policy) -> list[str]:
+    """The operator's policy with every other job a PyTorchJob, against
+    the traces as committed (PaddleJobs only)."""
+    rows = []
+    for label, mixed in (("PaddleJobs only", False), ("every other a PyTorchJob", True)):
+        cells = []
+        for path in TRACES.values():
+            found = []
+            for seed in range(SEEDS):
+                static = simulate(path, None, seed, mixed)
+                waits = simulate(path, policy, seed, mixed)
+                found.append(
+                    (
+                        statistics.mean(waits) / statistics.mean(static),
+                        max(waits) / max(static),
+                    )
+                )
+            mean = statistics.median(f[0] for f in found)
+            worst = statistics.median(f[1] for f in found)
+            cells.append(f"{mean:.2f} / {worst:.2f}")
+        rows.append(f"| {label} | {' | '.join(cells)} |")
+    return [
+        "",
+        "PyTorchJobs and PaddleJobs together: the operator's policy, each cell its",
+        "mean wait / max wait as a share of static's with the same jobs (the median",
+        f"over the {SEEDS} variants). A PyTorchJob's group does no work for {RENDEZVOUS:g} s",
+        "after each change of its worker count (torchrun's agents meet again).",
+        "",
+        "| jobs | " + " | ".join(TRACES) + " |",
+        "|---|" + "---|" * len(TRACES),
+        *rows,
+    ]
 
 
 def _pair(waits: Sequence[float]) -> str:

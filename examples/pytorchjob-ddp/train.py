@@ -17,6 +17,8 @@ rank 0 checks at the end that the model learned w_true and exits 0, or 1.
 is its hostname) kills itself with SIGKILL at step N, as the OOM killer
 would, unless its group was restarted already: in an elastic job torchrun
 then restarts the group (one of maxRestarts) and the job goes on.
+--pace=S: rest S seconds after each step, so that a job lives long enough
+for its elastic WORKER count to move while it trains.
 
     torchrun --nproc-per-node=2 train.py
 """
@@ -28,6 +30,7 @@ import os
 import signal
 import socket
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -46,6 +49,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--fail-at-step", type=int, default=0)
     parser.add_argument("--kill-at-step", type=int, default=0)
     parser.add_argument("--kill-on", default="")
+    parser.add_argument("--pace", type=float, default=0.0)
     return parser.parse_args()
 
 
@@ -94,6 +98,8 @@ def main() -> int:
         if step == args.kill_at_step and killer and restarts == 0:
             say(me, f"step {step}: killing myself with SIGKILL")
             os.kill(os.getpid(), signal.SIGKILL)
+        if args.pace:
+            time.sleep(args.pace)
     error = (model.module.weight.detach().t() - w_true).abs().max().item()
     dist.destroy_process_group()
     ok = error <= 0.05

@@ -32,8 +32,8 @@ import yaml
 from dlk8s_dev.localcluster import REPO_ROOT, LocalCluster
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
-from .helpers import get_json, get_or_none, job_status, pods_of, wait_until
-from .training import delete_namespaces, real_namespace
+from .helpers import get_or_none, job_status, pods_of, wait_until
+from .training import delete_namespaces, free_cpu, real_namespace
 
 RUNTIME = "localhost/dlk8s/runtime:local"
 RELEASE = "train-others"
@@ -258,25 +258,6 @@ def paddle_job(cluster: LocalCluster, name: str, low: int, high: int) -> dict[st
     job["metadata"]["name"] = name
     job["spec"]["trainer"] |= {"minInstance": low, "maxInstance": high}
     return job
-
-
-def milli(quantity: str) -> int:
-    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
-
-
-def free_cpu(cluster: LocalCluster) -> int:
-    """The real node's allocatable CPU less what the pods bound there ask for
-    (terminating ones too: the scheduler counts them until they are gone)."""
-    assert cluster.node is not None
-    node = get_json(cluster, "node", cluster.node.name)
-    pods = get_json(cluster, "pods", "-A", "--field-selector", f"spec.nodeName={cluster.node.name}")
-    asked = sum(
-        milli(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
-        for p in pods["items"]
-        if p["status"].get("phase") not in ("Succeeded", "Failed")
-        for c in p["spec"]["containers"]
-    )
-    return milli(node["status"]["allocatable"]["cpu"]) - asked
 
 
 def trainers_run(cluster: LocalCluster, ns: str, job: str) -> int | None:

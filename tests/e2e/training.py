@@ -21,7 +21,7 @@ from kubernetes import client, watch
 from dlk8s_dev.localcluster import REPO_ROOT, LocalCluster
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
-from .helpers import job_status, wait_until
+from .helpers import get_json, job_status, wait_until
 
 # How long a job that trains on the real node may take to end.
 JOB_TIMEOUT = 300
@@ -152,11 +152,12 @@ class Lab:
 
 @contextlib.contextmanager
 def local_operator(
-    real_cluster: LocalCluster, release: str, sets: tuple[str, ...]
+    real_cluster: LocalCluster, release: str, sets: tuple[str, ...], autoscaler: bool = False
 ) -> Iterator[OperatorProcess]:
     """The chart (release namespace on kwok's nodes, where its Deployment
     runs nothing) and the operator as a local process with its ServiceAccount,
-    watching only a namespace of its own on the real node."""
+    watching only a namespace of its own on the real node; with `autoscaler`,
+    its autoscaler passes every second."""
     assert real_cluster.node is not None
     suffix = uuid.uuid4().hex[:8]
     release_ns, namespace = f"{release}-system-{suffix}", f"{release}-{suffix}"
@@ -167,8 +168,8 @@ def local_operator(
         process = OperatorProcess(
             install,
             name=release,
-            args=("--no-autoscaler",),
-            env={"DLK8S_NAMESPACE": namespace},
+            args=() if autoscaler else ("--no-autoscaler",),
+            env={"DLK8S_NAMESPACE": namespace, "DLK8S_AUTOSCALER_PERIOD": "1"},
         ).start()
         yield process
     finally:
@@ -203,3 +204,22 @@ def real_namespace(cluster: LocalCluster, name: str) -> str:
 def delete_namespaces(cluster: LocalCluster, *names: str) -> None:
     for name in names:
         cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+
+
+def milli(quantity: str) -> int:
+    return int(quantity[:-1]) if quantity.endswith("m") else int(float(quantity) * 1000)
+
+
+def free_cpu(cluster: LocalCluster) -> int:
+    """The real node's allocatable CPU less what the pods bound there ask for
+    (terminating ones too: the scheduler counts them until they are gone)."""
+    assert cluster.node is not None
+    node = get_json(cluster, "node", cluster.node.name)
+    pods = get_json(cluster, "pods", "-A", "--field-selector", f"spec.nodeName={cluster.node.name}")
+    asked = sum(
+        milli(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+        for p in pods["items"]
+        if p["status"].get("phase") not in ("Succeeded", "Failed")
+        for c in p["spec"]["containers"]
+    )
+    return milli(node["status"]["allocatable"]["cpu"]) - asked

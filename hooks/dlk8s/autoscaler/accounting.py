@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dlk8s.autoscaler.cluster import TRAINER_ROLE, ClusterSummary, ElasticJob, Pod
+from dlk8s.autoscaler.cluster import ClusterSummary, ElasticJob, Pod
 from dlk8s.autoscaler.simulation import Growing, JobState, Simulation, group_key, unborn_trainer
 from dlk8s.job.computeresources import Resources
 
@@ -32,7 +32,9 @@ def account(sim: Simulation, pods: Sequence[Pod], elastic: Mapping[str, ElasticJ
     models: dict[str, Pod] = {}
     unbound: list[Pod] = []
     for pod in pods:
-        job = elastic.get(pod.owner_uid) if pod.role == TRAINER_ROLE else None
+        job = elastic.get(pod.owner_uid)
+        if job is not None and pod.role != job.role:
+            job = None  # another role of an elastic job: a pod like any other
         if job is not None:
             models[job.uid] = pod
         if job is not None and pod.index >= 0:
@@ -68,9 +70,11 @@ def pending(sim: Simulation, unbound: Sequence[Pod]) -> tuple[list[list[Pod]], l
     waiting: set[tuple[str, int]] = set()  # (job uid, trainer index) of pending trainers
     for pod in unbound:
         state = sim.jobs.get(pod.owner_uid)
-        if state is not None and pod.role == TRAINER_ROLE:
+        if state is not None and pod.role != state.job.role:
+            state = None  # another role of an elastic job: a pod like any other
+        if state is not None:
             waiting.add((pod.owner_uid, pod.index))
-        if state is not None and pod.role == TRAINER_ROLE and pod.index >= state.job.min:
+        if state is not None and pod.index >= state.job.min:
             growing.append(Growing(state, pod.index, pod))
         else:
             groups.setdefault(group_key(pod), []).append(pod)

@@ -2,7 +2,9 @@
 room, the elastic jobs it may move, and the summary a pass logs.
 
 Plain frozen data: autoscaler.manifests builds it from API objects, the
-tests and the benchmark build it directly.
+tests and the benchmark build it directly. The planner knows no job kind:
+"trainer" is its word for a pod of the role an elastic job scales (a
+PaddleJob's TRAINER, an elastic PyTorchJob's WORKER; ElasticJob.role).
 """
 
 from __future__ import annotations
@@ -12,10 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from dlk8s.job.computeresources import Resources
-from dlk8s.job.kinds.paddle_spec import TRAINER
 
-# Pod.role of a PaddleJob's trainers (the replica-type label's value).
-TRAINER_ROLE: Final = TRAINER.lower()
+# ElasticJob.role unless told otherwise: a PaddleJob's trainers.
+TRAINER_ROLE: Final = "trainer"
 
 
 # The taint effects that keep a pod without a toleration off a node.
@@ -159,6 +160,11 @@ class ElasticJob:
     # Where its trainer template lets trainers go: where a trainer not
     # created yet is placed when the job has no trainer pod to copy it from.
     placement: Placement = ANYWHERE
+    # The dlk8s.io/replica-type of the pods it scales (Pod.role), also the
+    # word its reasons use for them.
+    role: str = TRAINER_ROLE
+    # Its API kind, opaque to the plan: which annotations the loop writes.
+    kind: str = ""
 
     def fulfillment(self, trainers: int) -> float:
         return (trainers - self.min) / (self.max - self.min)

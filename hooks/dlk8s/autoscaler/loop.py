@@ -8,19 +8,21 @@ planner needs (autoscaler.cluster.Pod, about 1.3 KB) instead of whole pods
 cost; see bench/results/elastic.md for the measurement.
 
 A pass runs shortly after a change (node or pod events, debounced so a burst
-costs one pass) and at least every `period` seconds. It reads the PaddleJobs
-from the controller's cache, plans with autoscaler.plan, and writes each
-change as a merge patch of the job's annotations dlk8s.io/trainers and
-dlk8s.io/trainers-reason (guarded by the job's uid). The reconciler does the
-rest: creates or deletes trainers, patches the live count into every pod,
-records status.trainers and emits the event. Each pass logs one line with
-the cluster's nodes, CPU, memory and GPUs (total, requested, free).
+costs one pass) and at least every `period` seconds. It reads the elastic
+jobs (PaddleJobs and PyTorchJobs, manifests.COUNTS) from the controller's
+cache, plans with autoscaler.plan, and writes each change as a merge patch
+of the job's count annotations, its kind's (dlk8s.io/trainers and
+dlk8s.io/trainers-reason, dlk8s.io/workers and dlk8s.io/workers-reason),
+guarded by the job's uid. The reconciler does the rest: creates or deletes
+the pods, records the count in the status and emits the event (and for a
+PaddleJob patches the live count into every pod). Each pass logs one line
+with the cluster's nodes, CPU, memory and GPUs (total, requested, free).
 
 While the plan keeps nodes for a job that has waited too long, the loop
-closes the process's config.Admission: trainers created meanwhile wait
-behind a scheduling gate until a pass admits their job (a change whose
-count may equal the old one), so that only the plan decides who gets the
-room freed on the kept nodes.
+closes the process's config.Admission: pods of the scaled role created
+meanwhile wait behind a scheduling gate until a pass admits their job (a
+change whose count may equal the old one), so that only the plan decides
+who gets the room freed on the kept nodes.
 """
 
 from __future__ import annotations
@@ -31,10 +33,14 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from dlk8s.autoscaler.manifests import job_from_manifest, node_from_manifest, pod_from_manifest
+from dlk8s.autoscaler.manifests import (
+    COUNTS,
+    job_from_manifest,
+    node_from_manifest,
+    pod_from_manifest,
+)
 from dlk8s.autoscaler.plan import DEFAULT_MAX_LOAD, DEFAULT_RESERVE_AFTER, Change, Plan, plan
 from dlk8s.job.config import Admission
-from dlk8s.job.kinds.paddle_spec import KIND, TrainerDecision
 from dlk8s.job.names import API_VERSION
 from dlk8s.runtime.apiresources import resource_for
 from dlk8s.runtime.client import Kube, Selectors
@@ -183,14 +189,15 @@ class AutoscalerLoop:
 
     def _apply(self, change: Change) -> bool:
         namespace, _, name = change.key.partition("/")
+        names = COUNTS[change.kind]
         patch = {
             "metadata": {
                 "uid": change.uid,
-                "annotations": TrainerDecision(change.new, change.reason).annotations(),
+                "annotations": names.annotations(change.new, change.reason),
             }
         }
         try:
-            updated = self.kube.patch(API_VERSION, KIND, namespace, name, patch)
+            updated = self.kube.patch(API_VERSION, change.kind, namespace, name, patch)
         except ApiError as err:
             # Gone or replaced since we looked: the next pass sees the new world.
             log.info("autoscaler patch skipped", extra={"job": change.key, "error": str(err)})
@@ -198,9 +205,9 @@ class AutoscalerLoop:
         self._written.wrote(change.uid, updated)
         AUTOSCALER_CHANGES.labels(_direction(change)).inc()
         log.info(
-            "scaling trainers",
+            f"scaling {names.noun}",
             extra={
-                "job": f"{KIND}/{change.key}",
+                "job": f"{change.kind}/{change.key}",
                 "action": f"{change.old} -> {change.new}",
                 "target": change.reason,
             },

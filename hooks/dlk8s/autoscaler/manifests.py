@@ -1,4 +1,10 @@
-"""The planner's cluster read from API objects: nodes, pods and PaddleJobs.
+"""The planner's cluster read from API objects: nodes, pods and the elastic
+jobs of both kinds the autoscaler sizes (PaddleJobs, elastic PyTorchJobs).
+
+The adapter between the kinds and the kind-agnostic plan: each kind's job
+becomes an ElasticJob (the role that scales, its bounds and count, the
+scaled pod's requests and placement), and COUNTS names the annotations the
+loop writes a kind's new count to.
 
 Lenient: any object gives a value or None, never an exception, since the
 informers call these on whatever the API server sends.
@@ -7,7 +13,7 @@ informers call these on whatever the API server sends.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from dlk8s.autoscaler.cluster import (
     ElasticJob,
@@ -19,18 +25,17 @@ from dlk8s.autoscaler.cluster import (
     Toleration,
 )
 from dlk8s.job.computeresources import from_list, pod_requests
-from dlk8s.job.kinds.paddle_spec import (
-    KIND,
-    TRAINER,
-    is_admission_gate,
-    is_elastic,
-    requested_trainers,
-    sizing_spec,
-    trainer_bounds,
-    trainer_count,
-)
+from dlk8s.job.kinds import paddle_spec, pytorchjob
+from dlk8s.job.kinds.elastic import CountAnnotations, is_admission_gate
 from dlk8s.job.names import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE, State
 from dlk8s.job.objects import as_dict, as_int, as_list, as_str, dig, string_map
+
+# The annotations each kind's count is written to, by kind: the kinds the
+# autoscaler sizes.
+COUNTS: Final[Mapping[str, CountAnnotations]] = {
+    paddle_spec.KIND: paddle_spec.TRAINERS,
+    pytorchjob.KIND: pytorchjob.WORKERS,
+}
 
 
 def node_from_manifest(obj: object) -> Node | None:
@@ -129,48 +134,61 @@ def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
 
 
 def job_from_manifest(obj: object) -> ElasticJob | None:
-    """An elastic PaddleJob the autoscaler may move; None for anything else
-    (not elastic, unusable spec, finished or finishing, suspended or being
+    """An elastic job the autoscaler may move; None for anything else (not
+    elastic, unusable spec, finished or finishing, suspended or being
     deleted)."""
-    if dig(obj, "kind") != KIND or not is_elastic(obj):
+    kind = dig(obj, "kind")
+    if kind == paddle_spec.KIND and paddle_spec.is_elastic(obj):
+        if dig(obj, "spec", "faultTolerant") is not True:
+            return None
+        bounds, count = paddle_spec.trainer_bounds(obj), paddle_spec.trainer_count(obj)
+        # The trainer pod as the operator builds it: its template's placement and
+        # sidecars, the main container sized by spec.trainer.resources.
+        spec = paddle_spec.sizing_spec(obj, paddle_spec.TRAINER)
+        role = paddle_spec.TRAINER
+    elif kind == pytorchjob.KIND and pytorchjob.is_autoscaled(obj):
+        bounds, count = pytorchjob.worker_bounds(obj), pytorchjob.worker_count(obj)
+        spec, role = pytorchjob.worker_pod_spec(obj), pytorchjob.WORKER
+    else:
         return None
     meta = as_dict(dig(obj, "metadata"))
     status = as_dict(dig(obj, "status"))
+    uid, name = meta.get("uid"), meta.get("name")
     if (
-        meta.get("deletionTimestamp") is not None
+        bounds is None
+        or count is None
+        or not isinstance(uid, str)
+        or not isinstance(name, str)
+        or meta.get("deletionTimestamp") is not None
         or status.get("state") in ("Succeeded", "Failed")
-        or _finishing(status)
+        or _finishing(status, role)
         or dig(obj, "spec", "runPolicy", "suspend") is True
-        or dig(obj, "spec", "faultTolerant") is not True
     ):
         return None
-    bounds, count = trainer_bounds(obj), trainer_count(obj)
-    uid, name = meta.get("uid"), meta.get("name")
-    if bounds is None or count is None or not isinstance(uid, str) or not isinstance(name, str):
-        return None
-    # The trainer pod as the operator builds it: its template's placement and
-    # sidecars, the main container sized by spec.trainer.resources.
-    trainer = sizing_spec(obj, TRAINER)
     return ElasticJob(
         uid=uid,
         key=f"{as_str(meta.get('namespace'))}/{name}",
         min=bounds[0],
         max=bounds[1],
         trainers=count,
-        trainer=pod_requests(trainer),
+        trainer=pod_requests(spec),
         running=status.get("state") == "Running" and status.get("phase") == "Running",
         created=as_str(meta.get("creationTimestamp")),
-        admitted=requested_trainers(obj) is not None,
-        placement=placement_of(trainer),
+        admitted=COUNTS[kind].requested(obj) is not None,
+        placement=placement_of(spec),
+        role=role.lower(),
+        kind=kind,
     )
 
 
-def _finishing(status: Mapping[str, Any]) -> bool:
-    """Some trainer has exited 0: the master's task queue is empty and the
-    job is ending. Scaling it now would cut trainers short or add ones with
-    nothing to do, and its finished trainers (gone from the pods the plan
-    sees) are not trainers waiting for room."""
+def _finishing(status: Mapping[str, Any], role: str) -> bool:
+    """Some pod of the scaled role has exited 0: the job is ending. A
+    PaddleJob's trainer does once its master's task queue is empty; a
+    PyTorchJob's WORKER once torchrun's group has finished (every agent
+    exits with it). Scaling it now would cut pods short or add ones with
+    nothing to do, and its finished pods (gone from the pods the plan sees)
+    are not pods waiting for room."""
     for entry in as_list(status.get("replicaStatuses")):
-        if isinstance(entry, dict) and entry.get("replicaType") == TRAINER:
+        if isinstance(entry, dict) and entry.get("replicaType") == role:
             return as_int(as_dict(entry.get("replicasStates")).get(State.SUCCEEDED), 0) > 0
     return False

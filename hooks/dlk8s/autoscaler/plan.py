@@ -1,10 +1,12 @@
 """The elastic autoscaler's plan, as pure functions (EDL's autoscaler).
 
 plan(nodes, pods, jobs) takes the cluster as the API shows it (the nodes'
-allocatable resources, every pod that has not terminated, the elastic
-PaddleJobs: autoscaler.cluster, read by autoscaler.manifests) and returns
-new trainer counts. The I/O side (autoscaler.loop) feeds it from watches
-and writes each change to the job's annotation dlk8s.io/trainers, which the
+allocatable resources, every pod that has not terminated, the elastic jobs
+of either kind: autoscaler.cluster, read by autoscaler.manifests) and
+returns new trainer counts (a "trainer" is a pod of the role a job scales:
+a PaddleJob's TRAINER, an elastic PyTorchJob's WORKER). The I/O side
+(autoscaler.loop) feeds it from watches and writes each change to the job's
+count annotation (dlk8s.io/trainers, dlk8s.io/workers), which the
 reconciler applies.
 
 A pass works on a simulated copy of the cluster (autoscaler.simulation), in
@@ -33,10 +35,10 @@ Every pod is placed only where its node selector, tolerations and required
 node affinity let it go (cluster.Placement); a trainer not created yet goes
 where the job's other trainers may, or its trainer template says.
 
-A job some of whose trainers have exited 0 is finishing (the master's task
-queue is empty) and is left alone: job_from_manifest skips it. Jobs with
-minInstance = maxInstance are not elastic and never touched; pservers never
-scale.
+A job some of whose trainers have exited 0 is finishing (a PaddleJob's
+master has no task left, a PyTorchJob's torchrun group is done) and is left
+alone: job_from_manifest skips it. Jobs whose bounds are equal are not
+elastic and never touched; other roles (pservers, masters) never scale.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ class Change:
     key: str  # namespace/name of the job to patch
     old: int  # the count the job asked for
     new: int  # the count the plan gives it
-    reason: str  # the annotation dlk8s.io/trainers-reason
+    reason: str  # the count's reason annotation (dlk8s.io/trainers-reason)
+    kind: str = ""  # the job's API kind (ElasticJob.kind)
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ def plan(
         grow(sim)
     ungated = to_admit(sim, admitted, passed_over)
     changes = tuple(
-        Change(s.job.uid, s.job.key, s.job.trainers, s.target, _why(sim, s))
+        Change(s.job.uid, s.job.key, s.job.trainers, s.target, _why(sim, s), s.job.kind)
         for s in sorted(sim.jobs.values(), key=lambda s: s.job.key)
         if s.target != s.job.trainers or s.job.uid in ungated
     )
@@ -128,4 +131,4 @@ def _kept(sim: Simulation, passed_over: Sequence[list[Pod]]) -> dict[str, tuple[
 def _why(sim: Simulation, state: JobState) -> str:
     if state.target != state.job.trainers or state.job.admitted:
         return state.reason
-    return f"admitted at {state.target} trainers ({sim.load_text()})"
+    return f"admitted at {state.target} {state.job.role}s ({sim.load_text()})"

@@ -117,7 +117,7 @@ def place_growing(sim: Simulation, growing: Sequence[Growing]) -> None:
             state.slots[item.index] = placed[0][0]
             continue
         why = "cannot be scheduled" if item.pod else "finds no room"
-        sim.shrink_to(state, item.index, f"trainer {item.index} {why}; giving it back")
+        sim.shrink_to(state, item.index, f"{state.job.role} {item.index} {why}; giving it back")
 
 
 def respect_bound(sim: Simulation) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dlk8s.autoscaler.cluster import TRAINER_ROLE, ElasticJob, Node, Pod
+from dlk8s.autoscaler.cluster import ElasticJob, Node, Pod
 from dlk8s.job.computeresources import Resources
 
 
@@ -225,11 +225,11 @@ def unborn_trainer(state: JobState, index: int) -> Pod:
     namespace, _, name = job.key.partition("/")
     return Pod(
         namespace=namespace,
-        name=f"{name}-{TRAINER_ROLE}-{index}",
+        name=f"{name}-{job.role}-{index}",
         node="",
         requests=job.trainer,
         owner_uid=job.uid,
-        role=TRAINER_ROLE,
+        role=job.role,
         index=index,
         created=job.created,
         placement=model.placement if model else job.placement,

@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 from typing import Final, Literal
 
 from dlk8s.autoscaler.loop import DEFAULT_PERIOD, AutoscalerLoop
+from dlk8s.autoscaler.manifests import COUNTS
 from dlk8s.autoscaler.plan import DEFAULT_MAX_LOAD, DEFAULT_RESERVE_AFTER
 from dlk8s.cli import convert, smoke
 from dlk8s.job.config import Admission, load_config
-from dlk8s.job.kinds.paddlejob import PADDLEJOB
 from dlk8s.runtime import leader, logs, metrics
 from dlk8s.runtime.client import Kube, load_api_client
 from dlk8s.runtime.clock import seconds_left
@@ -240,7 +240,7 @@ def _controller_and_autoscaler(
     autoscaler = (
         AutoscalerLoop(
             kube,
-            lambda: controller.jobs(PADDLEJOB.name),
+            lambda: [job for kind in COUNTS for job in controller.jobs(kind)],
             period=args.autoscaler_period,
             max_load=args.autoscaler_max_load,
             reserve_after=args.autoscaler_reserve_after,

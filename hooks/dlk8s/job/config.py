@@ -48,7 +48,7 @@ class Admission:
     The one piece of state the autoscaler shares with the reconciler of its
     process. The autoscaler closes it while a job that has waited too long
     has nodes kept for it (autoscaler.plan): a trainer created then waits
-    behind kinds.paddle_spec.ADMISSION_GATE until the autoscaler gives its job
+    behind kinds.elastic.ADMISSION_GATE until the autoscaler gives its job
     a trainer count, so that kube-scheduler cannot hand the kept room to a
     younger job's pods. Open, trainers are scheduled at once. A bool is
     read and written whole under the GIL, so no lock.

@@ -10,15 +10,28 @@ from dlk8s.job.kind import JobContext, Slot
 from dlk8s.job.objects import Obj, as_list
 
 
-def set_env(container: Obj, values: Mapping[str, str]) -> None:
+def set_env(
+    container: Obj, values: Mapping[str, str], fields: Mapping[str, str] | None = None
+) -> None:
     """Variables the operator owns (TF_CONFIG, ...): any user value is replaced,
-    since a stale cluster layout would make the job hang, not fail."""
+    since a stale cluster layout would make the job hang, not fail. ``fields``
+    maps more of them to what the pod reads of itself (a downward-API fieldPath)."""
+    fields = fields or {}
     kept = [
         item
         for item in as_list(container.get("env"))
-        if not (isinstance(item, dict) and item.get("name") in values)
+        if not (
+            isinstance(item, dict) and (item.get("name") in values or item.get("name") in fields)
+        )
     ]
-    container["env"] = kept + [{"name": name, "value": value} for name, value in values.items()]
+    container["env"] = (
+        kept
+        + [{"name": name, "value": value} for name, value in values.items()]
+        + [
+            {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+            for name, path in fields.items()
+        ]
+    )
 
 
 def add_env_defaults(container: Obj, values: Iterable[tuple[str, str]]) -> None:

@@ -232,6 +232,10 @@ class Kind:
     preflight: Callable[[JobContext], list[str]] = _no_problems
     status_fields: Callable[[Obj, Obj, str], Obj] = _no_status_fields
     update_children: Callable[[JobContext], list[Action]] = _no_updates
+    # The deciding pods end as one group (torchrun's agents): once one has
+    # succeeded, the training is done, and one that fails after it (an
+    # agent that came to a finished group) does not undo that.
+    ends_as_group: bool = False
 
     def deciding_role(self, replicas: Sequence[Replica]) -> str | None:
         """The role that decides a job of these replicas (None: nothing can)."""

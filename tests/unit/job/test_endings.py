@@ -241,6 +241,25 @@ def test_a_pod_that_terminates_slowly_after_a_disruption_is_not_counted() -> Non
     assert status["uncountedRestarts"][0]["reason"] == "DeletionByTaintManager"
 
 
+def test_a_pod_its_disruptor_deletes_is_left_to_it_for_a_while() -> None:
+    """The taint manager marks a pod and then deletes it by name: the
+    operator, deleting first and creating the replacement under that name,
+    would have the replacement deleted and counted."""
+    w = world()
+    pod = w.pod(WORKER)
+    marked = w.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    pod.setdefault("status", {})["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": TAINTED[0],
+         "message": TAINTED[1], "lastTransitionTime": marked}
+    ]  # fmt: skip
+    result = w.step()
+    assert WORKER not in deletes(result, "Pod")
+    assert creates(result, "Pod") == []
+    w.later(16)  # the taint manager never came: the operator does it itself
+    result = w.step()
+    assert deletes(result, "Pod") == [WORKER]
+
+
 def test_a_pod_the_kubelet_evicted_and_left_failed_is_replaced_without_counting() -> None:
     w = world(backoffLimit=0)
     w.disrupt(MASTER, why=("TerminationByKubelet", "low on memory"), then="fail")

@@ -13,6 +13,7 @@ PET_RDZV_ID, PET_MAX_RESTARTS), never copied from an output.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -67,7 +68,16 @@ def container(pod: dict[str, Any], name: str = "pytorch") -> dict[str, Any]:
 
 
 def env(pod: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in container(pod).get("env", [])}
+    return {e["name"]: e["value"] for e in container(pod).get("env", []) if "value" in e}
+
+
+def fields(pod: dict[str, Any]) -> dict[str, str]:
+    """Variables the pod reads of itself: name -> downward-API fieldPath."""
+    return {
+        e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+        for e in container(pod).get("env", [])
+        if "valueFrom" in e
+    }
 
 
 def pods(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -157,6 +167,25 @@ def test_elastic_example_keeps_the_templates_rendezvous_settings() -> None:
             "PET_NPROC_PER_NODE": "1",
             "PYTHONUNBUFFERED": "1",
         }
+        # Its own address in the rendezvous: a recreated pod's is new.
+        assert fields(pod) == {"PET_LOCAL_ADDR": "status.podIP"}
+
+
+def test_an_elastic_agents_address_is_its_pods_ip_whatever_the_template_says() -> None:
+    job = elastic(2, 1, 3)
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "PET_LOCAL_ADDR", "value": "10.0.0.9"}
+    ]
+    for pod in pods(job).values():
+        entries = [e for e in container(pod)["env"] if e["name"] == "PET_LOCAL_ADDR"]
+        assert entries == [
+            {"name": "PET_LOCAL_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
+        ]
+
+
+def test_a_static_job_leaves_the_agents_address_to_torchrun() -> None:
+    for pod in pods(ptjob({"MASTER": 1, "WORKER": 1})).values():
+        assert fields(pod) == {}
 
 
 def test_every_example_is_a_valid_job() -> None:
@@ -331,6 +360,33 @@ def test_without_a_master_every_worker_decides() -> None:
     result = world.step()
     assert result.status["state"] == "Succeeded"
     assert condition_message(result.status, "Succeeded").startswith("all 2 WORKER pods succeeded")
+
+
+def test_a_worker_that_fails_after_the_group_finished_does_not_undo_its_success() -> None:
+    """Grown at its very end, an elastic job's new agent finds the rendezvous
+    host gone and exits 1 a second after the others succeeded."""
+    world = running(elastic(3, 1, 3))
+    done = world.now - timedelta(seconds=10)
+    world.exit("j-worker-0", 0, at=done, container="pytorch")
+    world.exit("j-worker-1", 0, at=done, container="pytorch")
+    result = world.step()
+    assert result.status["state"] == "Running"  # WORKER 2 still runs
+    world.exit("j-worker-2", 1, at=done + timedelta(seconds=1), container="pytorch")
+    result = world.step()
+    assert (result.status["state"], result.status["reason"]) == ("Succeeded", "Succeeded")
+    message = condition_message(result.status, "Succeeded")
+    assert message.startswith("all 2 WORKER pods succeeded"), message
+    assert "not counted, as they ended after the group had finished: WORKER 2" in message
+    assert "pod j-worker-2, container pytorch exited with code 1" in message
+
+
+def test_a_worker_that_failed_before_another_succeeded_still_fails_the_job() -> None:
+    world = running(elastic(2, 1, 3))
+    done = world.now - timedelta(seconds=10)
+    world.exit("j-worker-1", 1, at=done - timedelta(seconds=1), container="pytorch")
+    world.exit("j-worker-0", 0, at=done, container="pytorch")
+    result = world.step()
+    assert (result.status["state"], result.status["reason"]) == ("Failed", "ReplicaFailed")
 
 
 def test_without_a_master_a_worker_exit_1_fails_the_job() -> None:

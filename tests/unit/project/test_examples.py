@@ -51,12 +51,19 @@ def example_dirs() -> list[Path]:
 
 
 def example_images(example: Path) -> set[str]:
-    return {
+    """What its manifests name, and those of the examples it builds on (a
+    folder among its kustomization's resources, e.g. pytorchjob-elastic's)."""
+    found = {
         image
         for path in example.rglob("*.yaml")
         for document in yaml.safe_load_all(path.read_text())
         for image in images(document)
     }
+    kustomization = yaml.safe_load((example / "kustomization.yaml").read_text())
+    for resource in kustomization.get("resources", []):
+        if (example / resource).is_dir():
+            found |= example_images((example / resource).resolve())
+    return found
 
 
 def test_every_example_runs_a_published_image_of_this_version() -> None:

@@ -16,8 +16,9 @@ from dlk8s.job.computeresources import cpu_cores, gpu_count
 from dlk8s.job.config import DEFAULT_ETCD_IMAGE
 from dlk8s.job.env import set_env
 from dlk8s.job.kind import JobContext, Replica, Slot
+from dlk8s.job.kinds.elastic import add_gate
+from dlk8s.job.kinds.elastic import awaits_admission as gated
 from dlk8s.job.kinds.paddle_spec import (
-    ADMISSION_GATE,
     ANNOTATION_TRAINERS,
     CONTAINER,
     DEFAULT_PASSES,
@@ -246,17 +247,10 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
         container["volumeMounts"] = [*as_list(container.get("volumeMounts")), mount]
     pod["metadata"].setdefault("annotations", {})[ANNOTATION_TRAINERS] = str(ctx.pod_count(TRAINER))
     if slot.role == TRAINER and awaits_admission(ctx):
-        gates = as_list(pod["spec"].get("schedulingGates"))
-        pod["spec"]["schedulingGates"] = [*gates, {"name": ADMISSION_GATE}]
+        add_gate(pod)
     return pod
 
 
 def awaits_admission(ctx: JobContext) -> bool:
-    """New trainers of this job are to wait behind ADMISSION_GATE."""
-    admission = ctx.config.admission
-    return (
-        admission is not None
-        and admission.closed
-        and is_elastic(ctx.job.raw)
-        and requested_trainers(ctx.job.raw) is None
-    )
+    """New trainers of this job are to wait behind elastic.ADMISSION_GATE."""
+    return gated(ctx, is_elastic(ctx.job.raw), requested_trainers(ctx.job.raw))

@@ -10,9 +10,10 @@ import copy
 from dataclasses import dataclass
 from typing import Final
 
+from dlk8s.job.kinds.elastic import CountAnnotations
 from dlk8s.job.kinds.paddle_templates import role_template, template_problems
 from dlk8s.job.names import MAX_REPLICAS
-from dlk8s.job.objects import Obj, as_dict, as_int, as_list, dig, is_int, show
+from dlk8s.job.objects import Obj, as_dict, as_int, as_list, dig, is_int
 from dlk8s.job.validation import (
     int_between,
     optional_object,
@@ -34,13 +35,13 @@ DEFAULT_PASSES: Final = 1
 
 ANNOTATION_TRAINERS: Final = "dlk8s.io/trainers"
 ANNOTATION_TRAINERS_REASON: Final = "dlk8s.io/trainers-reason"
-# How much of a reason the annotation keeps, and how much status and events show.
-MAX_REASON: Final = 1000
-SHOWN_REASON: Final = 300
-# A trainer created while the autoscaler keeps nodes for a starving job
-# carries this scheduling gate until its job has a trainer count (the
-# autoscaler's admission, or a user's): see config.Admission.
-ADMISSION_GATE: Final = "dlk8s.io/admission"
+TRAINERS: Final = CountAnnotations(
+    count=ANNOTATION_TRAINERS,
+    reason=ANNOTATION_TRAINERS_REASON,
+    noun="trainers",
+    default="trainer.minInstance",
+    bounds="minInstance..maxInstance",
+)
 
 
 # --- reading the spec (lenient: also used before validation) -------------------
@@ -62,16 +63,7 @@ def is_elastic(job: object) -> bool:
 
 def requested_trainers(job: object) -> int | None:
     """The count the annotation dlk8s.io/trainers asks for, if it is a number."""
-    value = dig(job, "metadata", "annotations", ANNOTATION_TRAINERS)
-    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-        text = value.strip()
-        return int(text) if len(text) < 10 else MAX_REPLICAS
-    return None
-
-
-def is_admission_gate(gate: object) -> bool:
-    """One of a pod's spec.schedulingGates is ours."""
-    return isinstance(gate, dict) and gate.get("name") == ADMISSION_GATE
+    return TRAINERS.requested(job)
 
 
 def trainer_count(job: object) -> int | None:
@@ -88,45 +80,24 @@ def trainer_count(job: object) -> int | None:
 @dataclass(frozen=True)
 class TrainerDecision:
     """A trainer count chosen for a job, and why: what the autoscaler decides
-    and what a user may write by hand, as the job's annotations carry it.
-
-    The count goes in dlk8s.io/trainers; the reason in
-    dlk8s.io/trainers-reason as "<count>: <reason>", so a reason is only
-    ever shown next to the count it was given for (a later hand-set count
-    makes a stale reason fall back to the plain explanation).
-    """
+    and what a user may write by hand, as the job's annotations carry it
+    (elastic.CountAnnotations: the reason only ever shown with its count)."""
 
     trainers: int
     reason: str
 
     def annotations(self) -> dict[str, str]:
-        reason = f"{self.trainers}: {self.reason}"[:MAX_REASON]
-        return {ANNOTATION_TRAINERS: str(self.trainers), ANNOTATION_TRAINERS_REASON: reason}
+        return TRAINERS.annotations(self.trainers, self.reason)
 
     @staticmethod
     def reason_on(job: object, count: int) -> str | None:
         """The reason the job's annotation gives for `count`, if it gives one."""
-        written = dig(job, "metadata", "annotations", ANNOTATION_TRAINERS_REASON)
-        prefix = f"{count}: "
-        if isinstance(written, str) and written.startswith(prefix) and len(written) > len(prefix):
-            return written[len(prefix) :][:SHOWN_REASON]
-        return None
+        return TRAINERS.reason_on(job, count)
 
 
 def scale_reason(job: object, count: int) -> str:
     """Why the job runs `count` trainers, for status and events."""
-    given = TrainerDecision.reason_on(job, count)
-    if given is not None:
-        return given
-    raw = dig(job, "metadata", "annotations", ANNOTATION_TRAINERS)
-    asked = requested_trainers(job)
-    if raw is None:
-        return "no dlk8s.io/trainers annotation: trainer.minInstance"
-    if asked is None:
-        return f"dlk8s.io/trainers is not a count ({show(raw)}): trainer.minInstance"
-    if asked != count:
-        return f"dlk8s.io/trainers asks for {asked}, kept within minInstance..maxInstance"
-    return "set by the dlk8s.io/trainers annotation"
+    return TRAINERS.explain(job, count)
 
 
 def sizing_spec(job: object, role: str) -> Obj:

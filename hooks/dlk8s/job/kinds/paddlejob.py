@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from dlk8s.job.actions import Action, Event, Patch
+from dlk8s.job.actions import Action, Patch
 from dlk8s.job.kind import JobContext, Kind
+from dlk8s.job.kinds.elastic import gates_left, may_lift_gate, scale_status, scaled_event
 from dlk8s.job.kinds.paddle_pods import decorate_pod, replicas
 from dlk8s.job.kinds.paddle_spec import (
     ANNOTATION_TRAINERS,
@@ -20,17 +21,14 @@ from dlk8s.job.kinds.paddle_spec import (
     PORT_NAME,
     PSERVER,
     TRAINER,
-    is_admission_gate,
+    TRAINERS,
     requested_trainers,
-    scale_reason,
     trainer_count,
     validate,
 )
-from dlk8s.job.names import EventType
-from dlk8s.job.objects import Obj, as_list, dig, is_int
+from dlk8s.job.objects import Obj, dig
 
 REASON_SCALED: Final = "TrainersScaled"
-STATUS_FIELDS: Final = ("trainers", "lastScaleTime", "lastScaleReason")
 _FINISHED: Final = ("Succeeded", "Failed")
 
 
@@ -39,16 +37,9 @@ def update_children(ctx: JobContext) -> list[Action]:
     admission gate once the job may start; an event per change."""
     count = ctx.pod_count(TRAINER)
     value = str(count)
-    actions: list[Action] = []
-    previous = ctx.job.prev.get("trainers")
-    if is_int(previous) and previous != count:
-        why = scale_reason(ctx.job.raw, count)
-        message = f"Scaling trainers from {previous} to {count}: {why}"
-        actions.append(Event(EventType.NORMAL, REASON_SCALED, message))
+    actions = scaled_event(ctx, "trainers", count, REASON_SCALED, TRAINERS)
     wanted = {r.role.lower(): r.replicas for r in ctx.replicas}
-    # Without the autoscaler nothing would ever admit the job: a gate left
-    # from a run with it goes too.
-    lift = ctx.config.admission is None or requested_trainers(ctx.job.raw) is not None
+    lift = may_lift_gate(ctx, requested_trainers(ctx.job.raw))
     for pod in ctx.job.children.pods:
         if (
             pod.key is None
@@ -70,28 +61,15 @@ def _pod_patch(pod: Obj, count: str, lift_gate: bool) -> Obj | None:
     patch: Obj = {"metadata": {"uid": dig(pod, "metadata", "uid")}}
     if dig(pod, "metadata", "annotations", ANNOTATION_TRAINERS) != count:
         patch["metadata"]["annotations"] = {ANNOTATION_TRAINERS: count}
-    gates = as_list(dig(pod, "spec", "schedulingGates"))
-    kept = [g for g in gates if not is_admission_gate(g)]
-    if lift_gate and len(kept) < len(gates):
+    kept = gates_left(pod)
+    if lift_gate and kept is not None:
         patch["spec"] = {"schedulingGates": kept}
     return patch if len(patch) > 1 or len(patch["metadata"]) > 1 else None
 
 
 def status_fields(job: Obj, previous: Obj, now: str) -> Obj:
-    """status.trainers, lastScaleTime and lastScaleReason.
-
-    A finished job keeps what it had; the first count is not a scaling."""
-    carried: Obj = {k: previous[k] for k in STATUS_FIELDS if k in previous}
-    if previous.get("state") in _FINISHED:
-        return carried
-    count = trainer_count(job)
-    if count is None:
-        return carried
-    old = previous.get("trainers")
-    if is_int(old) and old != count:
-        reason = f"Scaled from {old} to {count} trainers: {scale_reason(job, count)}"
-        return {"trainers": count, "lastScaleTime": now, "lastScaleReason": reason}
-    return carried | {"trainers": count}
+    """status.trainers, lastScaleTime and lastScaleReason (elastic.scale_status)."""
+    return scale_status(job, previous, now, "trainers", trainer_count(job), TRAINERS)
 
 
 PADDLEJOB: Final = Kind(

@@ -11,21 +11,38 @@ may move without any pod's environment going stale.
 
 The MASTER's container decides the job; without a MASTER every WORKER's
 does (the job succeeds when all of them have).
+
+An elastic job whose minReplicas is below maxReplicas is sized by the
+autoscaler, as a PaddleJob's trainers are (kinds.elastic): the annotation
+dlk8s.io/workers asks for the WORKER count, new WORKERs wait behind the
+admission gate while the autoscaler keeps nodes and the job has no count,
+and status.workers shows the count it runs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
+from dlk8s.job.actions import Action
 from dlk8s.job.children import containers_named, service_host
 from dlk8s.job.env import add_env_defaults, set_env
-from dlk8s.job.kind import JobContext, Slot
+from dlk8s.job.kind import JobContext, Replica, Slot
+from dlk8s.job.kinds.elastic import (
+    CountAnnotations,
+    add_gate,
+    awaits_admission,
+    lift_gates,
+    may_lift_gate,
+    scale_status,
+    scaled_event,
+)
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
 from dlk8s.job.names import MAX_REPLICAS
 from dlk8s.job.objects import Obj, as_dict, as_int, as_list, dig, is_int, show
 from dlk8s.job.validation import ReplicaRules, int_between, optional_object, port_problems
 
+KIND: Final = "PyTorchJob"
 MASTER, WORKER = "MASTER", "WORKER"
 # Kubeflow's port name and port (23456), so its manifests' probes still match.
 PORT_NAME: Final = "pytorchjob-port"
@@ -45,6 +62,16 @@ MAX_RESTARTS: Final = 1000
 # torchrun's rendezvous that needs nothing but its agents: the first to
 # arrive at PET_RDZV_ENDPOINT hosts the store.
 RDZV_BACKEND: Final = "c10d"
+
+# The WORKER count of an elastic job, as the autoscaler (or a user) asks for it.
+WORKERS: Final = CountAnnotations(
+    count="dlk8s.io/workers",
+    reason="dlk8s.io/workers-reason",
+    noun="workers",
+    default="the WORKER entry's replicas",
+    bounds="elasticPolicy.minReplicas..maxReplicas",
+)
+REASON_SCALED: Final = "WorkersScaled"
 
 
 @dataclass(frozen=True)
@@ -74,6 +101,56 @@ def elastic_policy(job: object) -> ElasticPolicy | None:
         max_restarts=restarts if is_int(restarts) else None,
         rdzv_port=port if is_int(port) else None,
     )
+
+
+def worker_bounds(job: object) -> tuple[int, int] | None:
+    """(minReplicas, maxReplicas) of an elastic job, or None if unusable."""
+    policy = elastic_policy(job)
+    if policy is None or not 1 <= policy.min_replicas <= policy.max_replicas <= MAX_REPLICAS:
+        return None
+    return policy.min_replicas, policy.max_replicas
+
+
+def is_autoscaled(job: object) -> bool:
+    """An elastic job whose WORKER count may move: the autoscaler's to size."""
+    bounds = worker_bounds(job)
+    return bounds is not None and bounds[0] < bounds[1]
+
+
+def _worker_entry(job: object) -> Obj | None:
+    return next(
+        (
+            entry
+            for entry in as_list(dig(job, "spec", "replicaSpecs"))
+            if isinstance(entry, dict) and RULES.role(entry) == WORKER
+        ),
+        None,
+    )
+
+
+def worker_replicas(job: object) -> int | None:
+    """The WORKER entry's replicas (1 when unset), None without a usable entry."""
+    entry = _worker_entry(job)
+    replicas = None if entry is None else entry.get("replicas", 1)
+    return replicas if is_int(replicas) and replicas >= 0 else None
+
+
+def worker_pod_spec(job: object) -> Obj:
+    """What the autoscaler sizes and places a WORKER by: its template's pod spec."""
+    return as_dict(dig(_worker_entry(job), "template", "spec"))
+
+
+def worker_count(job: object) -> int | None:
+    """The WORKERs an elastic job runs: the annotation dlk8s.io/workers's
+    count, else the WORKER entry's replicas, kept within [minReplicas,
+    maxReplicas]. None for a static job, or one whose spec is unusable."""
+    bounds = worker_bounds(job)
+    asked = WORKERS.requested(job)
+    if asked is None:
+        asked = worker_replicas(job)
+    if bounds is None or asked is None:
+        return None
+    return min(bounds[1], max(bounds[0], asked))
 
 
 def nproc_per_node(job: object) -> str | None:
@@ -233,15 +310,70 @@ def torch_env(ctx: JobContext, slot: Slot) -> dict[str, str]:
     }
 
 
+# An elastic agent is known in the rendezvous by its address and pid.
+# torchrun is its container's first process (the same pid in every pod) and
+# a recreated pod keeps its hostname, so without an address of its own the
+# replacement passes for the agent it replaces, and the others wait for that
+# one in vain. The pod's IP is new with each pod and reachable, as it must be:
+# the rank-0 agent's address is where its worker processes meet.
+ELASTIC_FIELDS: Final = {"PET_LOCAL_ADDR": "status.podIP"}
+
+
 def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
     values = torch_env(ctx, slot)
+    elastic = ctx.remember("pytorch_elastic", lambda: elastic_policy(ctx.job.raw)) is not None
     for container in containers_named(pod["spec"], RULES.container):
-        set_env(container, values)
+        set_env(container, values, ELASTIC_FIELDS if elastic else None)
         # Kubeflow's too: `kubectl logs` shows a print when it is made.
         add_env_defaults(container, (("PYTHONUNBUFFERED", "1"),))
+    if slot.role == WORKER and awaits_admission(
+        ctx, is_autoscaled(ctx.job.raw), WORKERS.requested(ctx.job.raw)
+    ):
+        add_gate(pod)
     return pod
 
 
-PYTORCHJOB: Final = replica_specs_kind(
-    "PyTorchJob", RULES, PORT_NAME, checks, decorate_pod=decorate_pod
+# --- the worker count of an elastic job ---------------------------------------------
+
+
+def status_fields(job: Obj, previous: Obj, now: str) -> Obj:
+    """status.workers, the WORKERs the job runs (its printer column); an
+    elastic job's also lastScaleTime and lastScaleReason."""
+    if worker_bounds(job) is None:
+        count = worker_replicas(job)
+        return {} if count is None else {"workers": count}
+    return scale_status(job, previous, now, "workers", worker_count(job), WORKERS)
+
+
+def update_children(ctx: JobContext) -> list[Action]:
+    """An event per change of the WORKER count; the admission gate lifted
+    once the job has a count."""
+    if worker_bounds(ctx.job.raw) is None:
+        return []
+    actions = scaled_event(ctx, "workers", ctx.pod_count(WORKER), REASON_SCALED, WORKERS)
+    if may_lift_gate(ctx, WORKERS.requested(ctx.job.raw)):
+        actions += lift_gates(ctx, WORKER)
+    return actions
+
+
+_SPEC_KIND: Final = replica_specs_kind(
+    KIND,
+    RULES,
+    PORT_NAME,
+    checks,
+    decorate_pod=decorate_pod,
+    status_fields=status_fields,
+    update_children=update_children,
 )
+
+
+def replicas(job: Obj) -> tuple[Replica, ...]:
+    """The spec's replicas; an elastic job's WORKERs as worker_count says."""
+    count = worker_count(job)
+    return tuple(
+        replace(r, replicas=count) if r.role == WORKER and count is not None else r
+        for r in _SPEC_KIND.replicas(job)
+    )
+
+
+PYTORCHJOB: Final = replace(_SPEC_KIND, replicas=replicas, ends_as_group=True)

@@ -31,12 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Final
 
 from dlk8s.job.actions import Action, Event, delete_of
 from dlk8s.job.children import POD
+from dlk8s.job.failurepolicy import pod_conditions
 from dlk8s.job.kind import JobContext
-from dlk8s.job.names import ConditionType, EventType, Reason
-from dlk8s.job.objects import later
+from dlk8s.job.names import DISRUPTION_TARGET, ConditionType, EventType, Reason
+from dlk8s.job.objects import later, parse_time
 from dlk8s.job.policy import Decision, restart_delay
 from dlk8s.job.reconcile.endings import Memory
 from dlk8s.job.reconcile.slots import SlotView
@@ -65,6 +67,17 @@ def lost_pods(ctx: JobContext, views: Sequence[SlotView], memory: Memory) -> int
 
 # Pods deleted to be recreated, counting a restart or not.
 _RECREATED = (Decision.RESTART, Decision.REPLACE)
+# Disruptions whose disruptor deletes the pod itself, by name: the taint
+# manager (NoExecute), the Eviction API, kube-scheduler's preemption, the pod
+# garbage collector. Were the operator to delete the pod first and create its
+# replacement under the same name, the disruptor's own delete (the taint
+# manager's has no UID precondition) could take the replacement, which would
+# then count as a lost restart: `make chaos` saw it. So the operator leaves
+# such a pod to its disruptor, and deletes it itself only after this grace.
+DELETED_BY_DISRUPTOR: Final = frozenset(
+    {"DeletionByTaintManager", "EvictionByEvictionAPI", "PreemptionByScheduler", "DeletionByPodGC"}
+)
+DISRUPTOR_GRACE: Final = 15.0
 
 
 def restart_actions(
@@ -79,6 +92,8 @@ def restart_actions(
             continue
         finished = view.outcome.finished_at if view.outcome else None
         due = later(finished, restart_delay(restarts)) if finished else now
+        if view.decision == Decision.REPLACE:
+            due = max(due, _disruptor_due(view, now))
         if due > now:
             waits.append((due - now).total_seconds())
             continue
@@ -88,3 +103,18 @@ def restart_actions(
         reason = Reason.RESTARTING if counted else Reason.RECREATING
         actions.append(delete_of(view.pod.obj, *POD, Event(EventType.WARNING, reason, message)))
     return actions, waits
+
+
+def _disruptor_due(view: SlotView, now: datetime) -> datetime:
+    """When the operator may delete a disrupted pod itself: now, unless its
+    disruptor deletes it (then DISRUPTOR_GRACE after it was disrupted)."""
+    judgement, pod = view.judgement, view.pod
+    if judgement is None or judgement.disruption is None or pod is None:
+        return now
+    if judgement.disruption[0] not in DELETED_BY_DISRUPTOR:
+        return now
+    for condition in pod_conditions(pod.obj):
+        if condition.get("type") == DISRUPTION_TARGET:
+            since = parse_time(condition.get("lastTransitionTime"))
+            return later(since, DISRUPTOR_GRACE) if since else now
+    return now

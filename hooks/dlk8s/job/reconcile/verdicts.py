@@ -1,6 +1,9 @@
 """Whether an active job ends in this pass, and how (docs/kinds.md, "What ends a job").
 
 In this order:
+- for a kind whose deciding pods end as one group (PyTorchJob's WORKERs
+  without a MASTER), those that failed after one of them had succeeded
+  came to a finished group and are left out of what follows;
 - the deciding replica has succeeded: the success policy says what that
   is, once the others' ends have had SETTLE_SECONDS to be reported (so
   that a failure names every replica that failed, too). NoFailedReplicas
@@ -46,19 +49,40 @@ NAMED: Final = 10
 
 def verdict(
     ctx: JobContext, views: Sequence[SlotView], lost: int, failed: Sequence[Obj]
+) -> tuple[Verdict | None, list[float]]:
+    """The job's outcome if this pass decides it (see the module docstring),
+    and the timers that need another pass while it runs on: seconds until
+    activeDeadlineSeconds runs out, and until the ends of its other pods
+    have had their time to be reported."""
+    left, settling = deadline_wait(ctx.job), settle_wait(ctx, views)
+    timers = ([] if left is None else [left]) + ([settling] if settling else [])
+    return _decide(ctx, views, lost, failed, left, settling), timers
+
+
+def _decide(
+    ctx: JobContext,
+    views: Sequence[SlotView],
+    lost: int,
+    failed: Sequence[Obj],
+    left: float | None,
+    settling: float,
 ) -> Verdict | None:
-    """The job's outcome if this pass decides it (see the module docstring)."""
     job = ctx.job
     deciders = [v for v in views if v.slot.role == ctx.deciding_role]
+    late = late_to_the_group(ctx, deciders)
+    if late:
+        views = [v for v in views if all(v is not x for x in late)]
+        deciders = [v for v in deciders if all(v is not x for x in late)]
+        failed = [e for e in failed if not _names_one_of(e, late)]
     if deciders and all(v.decision == Decision.SUCCEED_JOB for v in deciders):
         success = _success(job, views, deciders, failed)
-        if success is not None and not settle_wait(ctx, views):
-            return success
+        if success is not None and not settling:
+            return _with_late(success, late)
     for view in views:
         if view.decision == Decision.FAIL_JOB:
             return _failure(view)
     deadline = job.policy.active_deadline_seconds
-    if deadline is not None and deadline_wait(job) == 0:
+    if deadline is not None and left == 0:
         message = f"The job has been active longer than activeDeadlineSeconds ({deadline}s)"
         return Verdict(State.FAILED, Reason.DEADLINE_EXCEEDED, message)
     limit, restarts = job.policy.backoff_limit, job.restarts
@@ -96,6 +120,51 @@ def _success(
         )
         return Verdict(State.FAILED, Reason.OTHER_REPLICAS_FAILED, message)
     return Verdict(State.SUCCEEDED, Reason.SUCCEEDED, f"{what} succeeded: {last.detail}")
+
+
+def late_to_the_group(ctx: JobContext, deciders: Sequence[SlotView]) -> list[SlotView]:
+    """Deciding pods of a kind whose deciders end as one group that failed
+    (for good, or to be recreated) after one of them had succeeded: an
+    elastic job grown at its very end starts an agent that finds the
+    rendezvous closed, or its host gone, and exits 1."""
+    if not ctx.kind.ends_as_group:
+        return []
+    done = [
+        v.outcome.finished_at
+        for v in deciders
+        if v.decision == Decision.SUCCEED_JOB and v.outcome and v.outcome.finished_at
+    ]
+    if not done:
+        return []
+    first = min(done)
+    return [
+        v
+        for v in deciders
+        if v.decision in (Decision.FAIL_JOB, Decision.RESTART)
+        and v.outcome is not None
+        and v.outcome.finished_at is not None
+        and v.outcome.finished_at >= first
+    ]
+
+
+def _names_one_of(entry: Obj, views: Sequence[SlotView]) -> bool:
+    """A status.failedReplicas entry is about one of these pods' slots."""
+    found = as_dict(entry)
+    return any(
+        found.get("replicaType") == v.slot.role and found.get("index") == v.slot.index
+        for v in views
+    )
+
+
+def _with_late(verdict: Verdict, late: Sequence[SlotView]) -> Verdict:
+    if not late or verdict.state != State.SUCCEEDED:
+        return verdict
+    named = ", ".join(f"{v.label} (pod {v.slot.name}, {v.detail})" for v in late[:NAMED])
+    more = f" and {len(late) - NAMED} more" if len(late) > NAMED else ""
+    message = (
+        f"{verdict.message}; not counted, as they ended after the group had finished: {named}{more}"
+    )
+    return Verdict(verdict.state, verdict.reason, message)
 
 
 def settle_wait(ctx: JobContext, views: Sequence[SlotView]) -> float:
