@@ -79,8 +79,9 @@ demo: tools ## local cluster with a real node + chart (operator in the cluster) 
 	@$(PYTHON) -m dlk8s_dev.demo $(DEMO_ARGS)
 
 .PHONY: cluster
-cluster: tools ## the local cluster (a real node beside the kwok nodes), until Ctrl-C
-	@$(PYTHON) -m dlk8s_dev.clustercli --real-node
+# KUEUE=1: Kueue's manager runs beside it (dev/dlk8s_dev/kueue.py).
+cluster: tools ## the local cluster (a real node beside the kwok nodes; KUEUE=1: and Kueue), until Ctrl-C
+	@$(PYTHON) -m dlk8s_dev.clustercli --real-node $(if $(filter 1,$(KUEUE)),--kueue)
 
 .PHONY: image
 image: tools ## the operator image from hooks/Dockerfile (cached per user); prints how to push it

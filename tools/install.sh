@@ -230,6 +230,20 @@ build_ct() { build_in_module "$1" github.com/helm/chart-testing/v3 "$2" ct; }
 build_promtool() { build_in_module "$1" github.com/prometheus/prometheus "$2" cmd/promtool; }
 # actionlint checks the hosting service's workflow files (make lint).
 build_actionlint() { go_install "$1" github.com/rhysd/actionlint/cmd/actionlint "$2"; }
+# Kueue's manager, and from the same module what running it needs: its
+# CRDs and its webhook configurations (dev/dlk8s_dev/kueue.py points them at
+# 127.0.0.1). Its go.mod has no replace directives, so `go install` takes it.
+build_kueue() {
+  local out="$1" version="$2" dir
+  GOBIN="$out" go install -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$version" \
+    "sigs.k8s.io/kueue/cmd/kueue@$version"
+  dir="$(go mod download -json "sigs.k8s.io/kueue@$version" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  mkdir -p "$out/kueue-manifests/crd"
+  cp "$dir"/config/components/crd/bases/*.yaml "$out/kueue-manifests/crd/"
+  cp "$dir/config/components/webhook/manifests.yaml" "$out/kueue-manifests/webhook.yaml"
+  chmod -R u+w,a+rX "$out/kueue-manifests"
+}
 build_helm_unittest() {
   build_in_module "$1" github.com/helm-unittest/helm-unittest "$2" cmd/helm-unittest
 }
@@ -278,13 +292,15 @@ install_tool() {
     promtool) cached promtool "$PROMETHEUS_VERSION" build_promtool ;;
     helm-unittest) cached helm-unittest "$HELM_UNITTEST_VERSION" build_helm_unittest ;;
     actionlint) cached actionlint "$ACTIONLINT_VERSION" build_actionlint ;;
+    kueue) cached kueue "$KUEUE_VERSION" build_kueue ;;
     kubectl-helm4) cached kubectl-layer-v34 "$KUBECTL_LAYER_V34_VERSION" build_layer_v34 ;;
     helm3) cached kubectl-layer-v32 "$KUBECTL_LAYER_V32_VERSION" build_layer_v32 ;;
     *) log "unknown tool: $1"; return 2 ;;
   esac
 }
 
-ALL=(kubectl-helm4 helm3 kwok helm-unittest ct promtool actionlint etcd kubernetes node-debs kubernetes-node coredns)
+ALL=(kubectl-helm4 helm3 kwok helm-unittest ct promtool actionlint etcd kubernetes node-debs kubernetes-node coredns
+  kueue)
 for tool in "${@:-${ALL[@]}}"; do
   install_tool "$tool"
 done

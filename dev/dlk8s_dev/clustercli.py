@@ -12,7 +12,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 
-from .localcluster import DEFAULT_NODES, REAL_NAMESPACE, LocalCluster, NodeSpec
+from .localcluster import DEFAULT_NODES, REAL_NAMESPACE, LocalCluster, NodeSpec, pinned_versions
 from .stopping import GRACE, Run, run_until_signal
 
 
@@ -32,9 +32,15 @@ def stop_hint(what: str) -> str:
 def describe(cluster: LocalCluster) -> str:
     """How to use the cluster: its kubeconfig, and with a real node how to run pods there."""
     lines = [f"export KUBECONFIG={cluster.kubeconfig}"]
+    if cluster.kueue_process is not None:
+        lines.append(
+            f"# Kueue {pinned_versions().get('KUEUE_VERSION', '')} runs (pid "
+            f"{cluster.kueue_process.pid}), ready for ResourceFlavors, ClusterQueues and "
+            "LocalQueues; its log: " + str(cluster.kueue_process.log_file)
+        )
     node = cluster.node
     if node is None:
-        return lines[0]
+        return "\n".join(lines)
     # The chart's usual namespace: every pod there (the operator, the `helm
     # test` pod and its smoke TFJob) goes to the real node.
     node.real_namespace(cluster, REAL_NAMESPACE)
@@ -80,11 +86,18 @@ def main(
         action="store_true",
         help="also run a real node (containerd, kubelet, ...; needs root and `make tools`)",
     )
+    parser.add_argument(
+        "--kueue",
+        action="store_true",
+        help="also run Kueue's manager, its CRDs and webhooks installed (`make cluster KUEUE=1`)",
+    )
     args = parser.parse_args(argv)
     nodes = [NodeSpec(f"kwok-node-{i}", gpu=args.gpus_per_node) for i in range(args.nodes)]
 
     def work(run: Run) -> int:
-        cluster = make_cluster(nodes=nodes, real_node=args.real_node, interrupt=run.stopping)
+        cluster = make_cluster(
+            nodes=nodes, real_node=args.real_node, kueue=args.kueue, interrupt=run.stopping
+        )
         return serve(run, cluster)
 
     return run_until_signal(work, say, stop_hint("make cluster"))

@@ -42,6 +42,7 @@ from .pdeath import die_with_parent
 from .runs import WORKDIR_PREFIX
 
 if TYPE_CHECKING:
+    from .kueue import Kueue
     from .realnode import RealNode
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -173,7 +174,11 @@ class LocalCluster:
     # Set when the run is asked to stop (a signal): start() gives up at its
     # next wait instead of finishing first (stopping.py).
     interrupt: threading.Event | None = None
+    # Kueue's manager beside the control plane once it is up (kueue.py),
+    # its webhooks registered and answering; stop() ends it first.
+    kueue: bool = False
     node: RealNode | None = field(init=False, default=None)
+    kueue_process: Kueue | None = field(init=False, default=None)
     workdir: Path = field(init=False)
     server: str = field(init=False, default="")
     token: str = field(init=False, default="")
@@ -188,6 +193,10 @@ class LocalCluster:
 
     def start(self) -> LocalCluster:
         missing = missing_tools(self.tools_bin)
+        if self.kueue:
+            from . import kueue
+
+            missing += kueue.missing_tools(self.tools_bin)
         if missing:
             raise ClusterError(f"missing tools in {self.tools_bin}: {missing}; run `make tools`")
         leftovers.clean_dead_runs(self.log)
@@ -216,6 +225,11 @@ class LocalCluster:
             self.startup_seconds = time.monotonic() - began
             took = f"{self.startup_seconds:.1f}s"
             self.log(f"[localcluster] control plane ready in {took} at {self.server}")
+            if self.kueue:
+                from .kueue import Kueue
+
+                self.kueue_process = Kueue(self)
+                self.kueue_process.start()
             if self.node is not None:
                 self.node.start(self)
         except BaseException:
@@ -230,6 +244,10 @@ class LocalCluster:
         did), to tell the user. Stopping twice is harmless.
         """
         before = len(self.removed)
+        if self.kueue_process is not None:
+            # While the API server still answers: it unregisters its webhooks.
+            self.removed.extend(self.kueue_process.stop())
+            self.kueue_process = None
         if self.node is not None:
             # The node first: its clients close their connections, so the API
             # server then stops at once. Its address stays until the end.
@@ -266,7 +284,8 @@ class LocalCluster:
 
     @property
     def pids(self) -> list[int]:
-        return [p.popen.pid for p in self._procs]
+        kueue = self.kueue_process.pid if self.kueue_process else None
+        return [p.popen.pid for p in self._procs] + ([kueue] if kueue else [])
 
     # -- access --------------------------------------------------------------
 

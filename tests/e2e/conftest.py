@@ -29,7 +29,9 @@ REAL_NODE_MODULES = frozenset(
         "test_train_tf",
     }
 )
-OWN_CLUSTER_MODULES = frozenset({"test_demo", "test_publish", "test_realnode", "test_stopping"})
+OWN_CLUSTER_MODULES = frozenset(
+    {"test_demo", "test_kueue", "test_publish", "test_realnode", "test_stopping"}
+)
 
 
 def group_of(module: str) -> str:
