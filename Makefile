@@ -55,13 +55,13 @@ unit: tools ## unit tests (no cluster)
 # tests skip, which CI (root) counts as failures.
 E2E_IMAGES := $(if $(filter 0,$(shell id -u)),images,)
 
-# Two processes (tests/e2e/conftest.py names three groups: the kwok
-# modules, the modules that train on the session's real node, and those that
-# start clusters of their own; xdist gives each group to one process), the
-# unit tests wherever there is room (about 15 minutes warm). A third process
-# saved a minute, but on 2 cores it once let a gated PaddleJob trainer
-# through while another job starved (tests/e2e/test_paddlejob.py, the
-# starving job): two, until that race is understood.
+# Two processes (tests/groups.py names three groups: the kwok modules, the
+# modules that train on the session's real node, and those that start
+# clusters of their own; each group runs whole in one process, by the
+# scheduler tests/conftest.py gives xdist for --dist loadgroup), the unit
+# tests wherever there is room. Until this stop, xdist's own loadgroup
+# scheduler grouped nothing under pytest 9: every e2e test went to whichever
+# process was free.
 PYTEST_GROUPS := -n 2 --dist loadgroup
 
 .PHONY: e2e

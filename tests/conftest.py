@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Generator
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,22 @@ from dlk8s_dev.localcluster import leftover_processes
 from dlk8s_dev.stopping import interrupt_on_termination
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `--dist loadgroup`, the groups of tests/groups.py (see why there)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    from .groups import scope_of
+
+    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:

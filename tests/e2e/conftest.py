@@ -13,39 +13,12 @@ from dlk8s_dev.localdeploy import Install, OperatorProcess, install_chart
 
 from .helpers import CRDS, temporary_namespace
 
-# Three groups for `pytest -n N --dist loadgroup` (make test), each run whole
-# by one process, so that a group's session clusters are shared within it
-# and processes wait on different things at once: the kwok modules (kwok's and our
-# timers), the modules that train on the session's real node (containers,
-# TensorFlow, PyTorch), and those that start and stop clusters of their own
-# (the demo, `make cluster`, a release on a bare node, the node's own tests).
-REAL_NODE_MODULES = frozenset(
-    {
-        "test_gpu_drivers",
-        "test_incluster",
-        "test_train_endings",
-        "test_train_others",
-        "test_train_pytorch",
-        "test_train_tf",
-    }
-)
-OWN_CLUSTER_MODULES = frozenset(
-    {"test_demo", "test_kueue", "test_publish", "test_realnode", "test_stopping"}
-)
-
-
-def group_of(module: str) -> str:
-    if module in REAL_NODE_MODULES:
-        return "realnode"
-    return "ownclusters" if module in OWN_CLUSTER_MODULES else "kwok"
-
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Which process runs them: tests/groups.py.
     for item in items:
         if "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
-            module = item.module.__name__.rsplit(".", 1)[-1]
-            item.add_marker(pytest.mark.xdist_group(group_of(module)))
 
 
 @pytest.fixture(scope="session")

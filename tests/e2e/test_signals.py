@@ -37,6 +37,7 @@ from dlk8s_dev import clustercli, demo
 class NoCluster:
     def __init__(self, **kw):
         self.removed, self.kubeconfig, self.node = [], "/nowhere/kubeconfig", None
+        self.kueue_process = None
     def start(self):
         return self
     def stop(self):

@@ -120,10 +120,11 @@ def signal_group(group: int, sig: int) -> None:
 def test_make_cluster_stops_on_a_signal_and_leaves_nothing(sig: int, presses: int) -> None:
     """The signal goes to `make cluster`'s process group (as a terminal, `timeout`
     or a CI runner sends it; make passes SIGTERM on, so the run gets it twice).
-    More presses come 0.4 s apart, well inside the teardown (about 2 s with
-    its real node; at 1.2 s apart a third press once came after the run had
-    ended): a second changes nothing, a third kills what is left; either way
-    nothing stays."""
+    More presses come 1.2 s apart (signals within a second are one request),
+    while the teardown runs: a second changes nothing, a third kills what is
+    left; either way nothing stays. The teardown takes about 2.4 s with its
+    real node, as long as three presses: for the third, the API server is
+    stopped (SIGSTOP) first, so that LocalCluster.stop() waits on it."""
     needs_a_real_node()
     before = read_machine()
     make = Launched(["make", "-s", "--no-print-directory", "cluster"], clean_env())
@@ -133,10 +134,14 @@ def test_make_cluster_stops_on_a_signal_and_leaves_nothing(sig: int, presses: in
         up = footprint(read_machine(), run)
         for kind in ("processes", "links", "netns", "dirs", "cgroups"):
             assert up[kind], f"the footprint sees no {kind} of the running cluster: {up}"
+        if presses >= 3:
+            for pid, cmd in runs.processes_mentioning(f"{runs.WORKDIR_PREFIX}{run.pid}-"):
+                if "kube-apiserver" in cmd:
+                    os.kill(pid, signal.SIGSTOP)
         signal_group(make.proc.pid, sig)
         began = time.monotonic()
         for _ in range(presses - 1):
-            time.sleep(0.4)
+            time.sleep(1.2)
             signal_group(make.proc.pid, sig)
         exited = exits_within(run.pid, 60 - (time.monotonic() - began))
         took = time.monotonic() - began
