@@ -123,8 +123,8 @@ def test_make_cluster_stops_on_a_signal_and_leaves_nothing(sig: int, presses: in
     More presses come 1.2 s apart (signals within a second are one request),
     while the teardown runs: a second changes nothing, a third kills what is
     left; either way nothing stays. The teardown takes about 2.4 s with its
-    real node, as long as three presses: for the third, the API server is
-    stopped (SIGSTOP) first, so that LocalCluster.stop() waits on it."""
+    real node, as long as three presses: for the third, the node's kubelet
+    is stopped (SIGSTOP) first, so that the teardown waits on it."""
     needs_a_real_node()
     before = read_machine()
     make = Launched(["make", "-s", "--no-print-directory", "cluster"], clean_env())
@@ -135,8 +135,9 @@ def test_make_cluster_stops_on_a_signal_and_leaves_nothing(sig: int, presses: in
         for kind in ("processes", "links", "netns", "dirs", "cgroups"):
             assert up[kind], f"the footprint sees no {kind} of the running cluster: {up}"
         if presses >= 3:
-            for pid, cmd in runs.processes_mentioning(f"{runs.WORKDIR_PREFIX}{run.pid}-"):
-                if "kube-apiserver" in cmd:
+            # The node's stop waits (5 s) for a kubelet that does not end.
+            for pid, cmd in runs.processes_mentioning(f"dlk8s-node-{run.pid}-"):
+                if cmd.split(" ", 1)[0].endswith("/kubelet"):
                     os.kill(pid, signal.SIGSTOP)
         signal_group(make.proc.pid, sig)
         began = time.monotonic()

@@ -495,25 +495,31 @@ def _python() -> list[str]:
     return [sys.executable]
 
 
+# Enough replicas for a creation that one request at a time keeps going for seconds.
+BIG_WORKERS = 300
+
+
 def test_operator_restart_mid_creation_makes_no_duplicates(
     cluster: LocalCluster, namespace: str, install: Any, operator: OperatorProcess
 ) -> None:
-    """kill -9 while a 50-replica job is being created, then restart: it converges."""
+    """kill -9 while a 300-replica job is being created, then restart: it converges.
+    One request at a time and 300 pods keep the creation going for seconds:
+    50 at two at a time were sometimes all created before the kill landed."""
     operator.stop()
     try:
-        victim = OperatorProcess(install, name="victim", env={"DLK8S_API_PARALLELISM": "2"}).start()
-        apply(cluster, namespace, tfjob("big", {"MASTER": 1, "WORKER": 50}))
+        victim = OperatorProcess(install, name="victim", env={"DLK8S_API_PARALLELISM": "1"}).start()
+        apply(cluster, namespace, tfjob("big", {"MASTER": 1, "WORKER": BIG_WORKERS}))
         wait_until(lambda: len(pods_of(cluster, namespace, "big")) >= 5, what="creation to start")
         victim.kill()
         created_before = len(pods_of(cluster, namespace, "big"))
-        assert created_before < 51, "the kill should land mid-creation"
+        assert created_before < BIG_WORKERS + 1, "the kill should land mid-creation"
         survivor = OperatorProcess(install, name="survivor").start()
         try:
-            names = {"big-master-0", *(f"big-worker-{i}" for i in range(50))}
+            names = {"big-master-0", *(f"big-worker-{i}" for i in range(BIG_WORKERS))}
             pods = wait_for_pods(cluster, namespace, "big", names)
-            assert len(pods) == 51
+            assert len(pods) == BIG_WORKERS + 1
             all_pods = get_json(cluster, "pods", "-n", namespace)["items"]
-            assert len(all_pods) == 51
+            assert len(all_pods) == BIG_WORKERS + 1
             status = wait_for_state(cluster, namespace, "TFJob", "big", "Running")
             assert status.get("restartCount", 0) == 0
         finally:

@@ -10,7 +10,16 @@ from typing import Any
 from dlk8s.job.reconcile.verdicts import SETTLE_SECONDS
 
 from ..support.endings import TAINTED, Graveyard, failure_rule, rules
-from ..support.worlds import PODS, condition, creates, deletes, events, started, tfjob
+from ..support.worlds import (
+    PODS,
+    condition,
+    condition_message,
+    creates,
+    deletes,
+    events,
+    started,
+    tfjob,
+)
 
 MASTER, WORKER, PS0, PS1 = PODS
 
@@ -350,10 +359,16 @@ def test_the_master_s_success_stands_once_the_moment_has_passed() -> None:
     assert w.step().status["state"] == "Succeeded"
 
 
-def test_the_seeds_rule_and_a_master_alone_do_not_wait() -> None:
+def test_the_seeds_rule_waits_to_name_what_failed_and_a_master_alone_does_not_wait() -> None:
     w = world(successPolicy="DecidingReplica")
     w.exit(MASTER, 0, at=w.now)
-    assert w.step().status["state"] == "Succeeded"
+    assert w.step().requeue_after == SETTLE_SECONDS
+    w.exit(WORKER, 1)  # reported late, as a kubelet may
+    w.later(SETTLE_SECONDS)
+    status = w.step().status
+    assert status["state"] == "Succeeded"
+    message = condition_message(status, "Succeeded")
+    assert "successPolicy DecidingReplica; failed: WORKER 0" in message
     alone = started(Graveyard(tfjob(replicaSpecs=tfjob()["spec"]["replicaSpecs"][:1])))
     alone.exit(MASTER, 0, at=alone.now)
     assert alone.step().status["state"] == "Succeeded"

@@ -40,8 +40,9 @@ WORKER: Final = "WORKER"
 # own, and workers whose crash made their scheduler end (MXNet's kvstore
 # shuts down cleanly after its workers crash, the scheduler exits 0, and
 # the workers' own exits come a second later, seen on the real node) are
-# reported after it. The seeds' rule waits for nothing: it does not ask
-# after the others.
+# reported after it. The seeds' rule waits too: its verdict does not depend
+# on the others, but its message names those that failed, and must not
+# miss one that is merely reported late.
 SETTLE_SECONDS: Final = 5.0
 # A message names this many failed replicas at most, then counts the rest.
 NAMED: Final = 10
@@ -172,7 +173,7 @@ def settle_wait(ctx: JobContext, views: Sequence[SlotView]) -> float:
     after its deciding replica succeeded (0: none, or nothing to wait for)."""
     job = ctx.job
     deciders = [v for v in views if v.slot.role == ctx.deciding_role]
-    if job.policy.success_policy == SuccessPolicy.DECIDING_REPLICA or not deciders:
+    if not deciders:
         return 0.0
     if not all(v.decision == Decision.SUCCEED_JOB for v in deciders):
         return 0.0
