@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .localcluster import ClusterError, _http_ok, free_port
+from .nodepki import issue, make_ca
 from .pdeath import die_with_parent
 
 if TYPE_CHECKING:
@@ -105,59 +106,18 @@ def refused_workload(namespace: str, name: str = "kueue-probe") -> dict[str, Any
     }
 
 
-def _openssl(*args: str, cwd: Path) -> None:
-    done = subprocess.run(["openssl", *args], cwd=cwd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise ClusterError(f"openssl {' '.join(args)}: {done.stderr}")
-
-
 def make_serving_cert(pki: Path) -> None:
-    """ca.crt, and tls.crt/tls.key for 127.0.0.1 signed by it (certs/)."""
+    """ca.crt, and certs/tls.crt + certs/tls.key for 127.0.0.1 signed by it."""
     (pki / "certs").mkdir(parents=True)
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    days = ["-days", "30"]
-    _openssl(
-        "req",
-        "-x509",
-        *ec,
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        *days,
-        "-subj",
-        "/CN=dlk8s-kueue-ca",
-        cwd=pki,
-    )
-    (pki / "serving.ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
-    _openssl(
-        "req",
-        *ec,
-        "-keyout",
-        "certs/tls.key",
-        "-out",
-        "serving.csr",
-        "-subj",
+    make_ca(pki, "dlk8s-kueue-ca")
+    issue(
+        pki,
+        "serving",
         "/CN=127.0.0.1",
-        cwd=pki,
+        "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+        key="certs/tls.key",
     )
-    _openssl(
-        "x509",
-        "-req",
-        "-in",
-        "serving.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        *days,
-        "-extfile",
-        "serving.ext",
-        "-out",
-        "certs/tls.crt",
-        cwd=pki,
-    )
+    (pki / "serving.crt").rename(pki / "certs" / "tls.crt")
 
 
 @dataclass

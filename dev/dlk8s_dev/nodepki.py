@@ -15,55 +15,44 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise NodeError(f"openssl {' '.join(args)}: {done.stderr}")
 
 
+# Every key: EC P-256, unencrypted (the local cluster's processes read them).
+EC_KEY = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+DAYS = ("-days", "30")
+
+
+def make_ca(pki: Path, common_name: str) -> None:
+    """ca.crt and ca.key in ``pki``, a CA of its own."""
+    _openssl(
+        "req", "-x509", *EC_KEY, "-keyout", "ca.key", "-out", "ca.crt", *DAYS,
+        "-subj", f"/CN={common_name}", cwd=pki,
+    )  # fmt: skip
+
+
+def issue(pki: Path, name: str, subject: str, extensions: str, key: str = "") -> None:
+    """<name>.crt (and <name>.key, or ``key``), signed by the CA in ``pki``;
+    ``extensions`` is an openssl extfile's text (subjectAltName, usage)."""
+    key = key or f"{name}.key"
+    (pki / f"{name}.ext").write_text(extensions)
+    _openssl("req", *EC_KEY, "-keyout", key, "-out", f"{name}.csr", "-subj", subject, cwd=pki)
+    _openssl(
+        "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", *DAYS, "-extfile", f"{name}.ext", "-out", f"{name}.crt", cwd=pki,
+    )  # fmt: skip
+
+
 def make_pki(pki: Path, node_name: str, node_ip: str) -> None:
     """A CA for the kubelet's serving certificate and the apiserver's client certificate."""
     pki.mkdir(parents=True)
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _openssl(
-        "req",
-        "-x509",
-        *ec,
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "30",
-        "-subj",
-        "/CN=dlk8s-node-ca",
-        cwd=pki,
+    make_ca(pki, "dlk8s-node-ca")
+    issue(
+        pki,
+        "kubelet",
+        f"/CN=system:node:{node_name}/O=system:nodes",
+        f"subjectAltName=IP:{node_ip},DNS:{node_name}\nextendedKeyUsage=serverAuth\n",
     )
-    for name, subj, ext in (
-        (
-            "kubelet",
-            f"/CN=system:node:{node_name}/O=system:nodes",
-            f"subjectAltName=IP:{node_ip},DNS:{node_name}\nextendedKeyUsage=serverAuth\n",
-        ),
-        (
-            "apiserver-kubelet-client",
-            "/CN=kube-apiserver-kubelet-client/O=system:masters",
-            "extendedKeyUsage=clientAuth\n",
-        ),
-    ):
-        (pki / f"{name}.ext").write_text(ext)
-        _openssl(
-            "req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subj, cwd=pki
-        )
-        _openssl(
-            "x509",
-            "-req",
-            "-in",
-            f"{name}.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "30",
-            "-extfile",
-            f"{name}.ext",
-            "-out",
-            f"{name}.crt",
-            cwd=pki,
-        )
+    issue(
+        pki,
+        "apiserver-kubelet-client",
+        "/CN=kube-apiserver-kubelet-client/O=system:masters",
+        "extendedKeyUsage=clientAuth\n",
+    )
