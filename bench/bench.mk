@@ -19,3 +19,15 @@ SCALE_ARGS ?=
 .PHONY: bench-scale
 bench-scale: tools ## the operator at scale: history, restart, memory, status latency, sustained arrival (bench/results/)
 	$(PYTHON) bench/scale.py $(SCALE_ARGS)
+
+# `make bench-kueue`: TFJobs through a Kueue ClusterQueue that admits a
+# quarter of them at once, and the same jobs without a queue, in one run
+# (bench/kueue.py): per job, from its Workload's admission (without Kueue:
+# from the job's creation) to its last pod created. Writes
+# bench/results/kueue.{json,md}. KUEUE_BENCH_ARGS passes options, e.g.
+# `make bench-kueue KUEUE_BENCH_ARGS="--jobs 40 --quota-jobs 10 --out /tmp/kueue"`.
+KUEUE_BENCH_ARGS ?=
+
+.PHONY: bench-kueue
+bench-kueue: tools ## queued TFJobs: from Kueue's admission to their pods, beside the same jobs unqueued (bench/results/)
+	$(PYTHON) bench/kueue.py $(KUEUE_BENCH_ARGS)

@@ -616,16 +616,23 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def open_context(args: argparse.Namespace) -> Iterator[tuple[Context, dict[str, Any]]]:
+def open_context(
+    args: argparse.Namespace, kueue: bool = False, gpus_per_node: int | None = None
+) -> Iterator[tuple[Context, dict[str, Any]]]:
     """A local control plane with the chart installed, warmed up; the context of
-    the runs and the results' "meta" (the machine, the date, the commit)."""
+    the runs and the results' "meta" (the machine, the date, the commit).
+    `kueue`: Kueue's manager beside it, and the chart's kueue.enabled=true."""
     raw = args.out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
-    nodes = [NodeSpec(f"kwok-node-{i}", pods=args.pods_per_node) for i in range(args.nodes)]
-    cluster = LocalCluster(nodes=nodes, terminated_pod_gc_threshold=args.pod_gc_threshold)
+    gpus = {} if gpus_per_node is None else {"gpu": gpus_per_node}
+    nodes = [NodeSpec(f"kwok-node-{i}", pods=args.pods_per_node, **gpus) for i in range(args.nodes)]
+    cluster = LocalCluster(
+        nodes=nodes, terminated_pod_gc_threshold=args.pod_gc_threshold, kueue=kueue
+    )
     cluster.start()
     try:
-        install = install_chart(cluster)
+        sets = ("cloud=gke", "kueue.enabled=true") if kueue else ("cloud=gke",)
+        install = install_chart(cluster, sets=sets)
         endpoint = Endpoint(cluster.server, cluster.token, str(cluster.ca_file))
         api = Api(endpoint, maxsize=max(args.api_parallelism, args.submit_parallelism) + 8)
         config_file = install.write_operator_config(raw / "chart-config")

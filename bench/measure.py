@@ -215,6 +215,8 @@ WATCHED = {
     "services": "/api/v1/namespaces/{ns}/services",
     "tfjobs": "/apis/dlk8s.io/v1alpha1/namespaces/{ns}/tfjobs",
 }
+# Watched too with Watcher(workloads=True): the jobs' Kueue Workloads.
+WORKLOADS = {"workloads": "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads"}
 
 
 @dataclass
@@ -231,20 +233,26 @@ class Progress:
     pods_finished: Synchronized[int]  # status.phase Succeeded or Failed
     jobs_succeeded: Synchronized[int]  # status.state Succeeded
     jobs_modified: Synchronized[int]  # MODIFIED events of TFJobs (a status write shows here)
+    workloads_admitted: Synchronized[int]  # Workloads seen Admitted at least once
+    workloads_finished: Synchronized[int]  # Workloads seen Finished
 
 
 class Watcher:
-    """Start before submitting; ``stop()`` returns what it recorded."""
+    """Start before submitting; ``stop()`` returns what it recorded.
+    `workloads`: Kueue's Workloads too (the cluster must serve their API)."""
 
-    def __init__(self, endpoint: Endpoint, namespace: str, out: Path) -> None:
+    def __init__(
+        self, endpoint: Endpoint, namespace: str, out: Path, workloads: bool = False
+    ) -> None:
         ctx = mp.get_context("spawn")
         self.out = out
+        watched = WATCHED | WORKLOADS if workloads else WATCHED
         self.progress = Progress(*(ctx.Value("i", 0) for _ in fields(Progress)))
         self._ready = ctx.Event()
         self._stop = ctx.Event()
         self._proc: Any = ctx.Process(
             target=_watch_main,
-            args=(endpoint, namespace, str(out), self.progress, self._ready, self._stop),
+            args=(endpoint, namespace, str(out), self.progress, self._ready, self._stop, watched),
             name=f"watch-{namespace}",
             daemon=True,
         )
@@ -289,16 +297,18 @@ def _watch_main(
     progress: Progress,
     ready: Any,
     stop: Any,
+    watched: dict[str, str] = WATCHED,
 ) -> None:
     api = Api(endpoint, maxsize=8)
     lock = threading.Lock()
     # pods: name -> {job, role, added, running, finished, phase, gone};
     # services: name -> {job, added}; tfjobs: name -> {added, running,
-    # finished, succeeded, phase}
-    seen: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in WATCHED}
+    # finished, succeeded, phase}; workloads: name -> {job, added, admitted,
+    # admitted_rv, admissions, finished}
+    seen: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in watched}
     events: Counter[str] = Counter()
     started = []
-    for kind, path in WATCHED.items():
+    for kind, path in watched.items():
         listed = api.json("GET", path.format(ns=namespace))
         rv = listed["metadata"]["resourceVersion"]
         thread = threading.Thread(
@@ -361,6 +371,8 @@ def _record(
         entry = seen[name] = {"added": now, "job": labels.get(JOB_LABEL)}
         if kind == "pods":
             entry["role"] = labels.get(ROLE_LABEL)
+            # Its creation's place in etcd's order, to compare with a Workload's admission.
+            entry["rv"] = int(meta.get("resourceVersion") or 0)
             progress.pods_added.value += 1
         elif kind == "services":
             progress.services_added.value += 1
@@ -370,6 +382,8 @@ def _record(
     status = obj.get("status") or {}
     if kind == "pods":
         _record_pod(entry, status.get("phase"), now, progress)
+    if kind == "workloads":
+        _record_workload(entry, status, int(meta.get("resourceVersion") or 0), now, progress)
     if kind == "tfjobs":
         if type_ == "MODIFIED":
             progress.jobs_modified.value += 1
@@ -401,3 +415,21 @@ def _record_pod(entry: dict[str, Any], phase: str | None, now: float, progress: 
     if phase in ("Succeeded", "Failed") and "finished" not in entry:
         entry["finished"] = now
         progress.pods_finished.value += 1
+
+
+def _record_workload(
+    entry: dict[str, Any], status: dict[str, Any], rv: int, now: float, progress: Progress
+) -> None:
+    """When the Workload was first seen Admitted (and at which resourceVersion),
+    how often it became Admitted, and when it was first seen Finished."""
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    admitted = "Admitted" in true
+    if admitted and not entry.get("admitted_now"):
+        entry["admissions"] = entry.get("admissions", 0) + 1
+        if "admitted" not in entry:
+            entry["admitted"], entry["admitted_rv"] = now, rv
+            progress.workloads_admitted.value += 1
+    entry["admitted_now"] = admitted
+    if "Finished" in true and "finished" not in entry:
+        entry["finished"] = now
+        progress.workloads_finished.value += 1

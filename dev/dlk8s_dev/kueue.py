@@ -37,6 +37,12 @@ if TYPE_CHECKING:
     from .localcluster import LocalCluster
 
 NAMESPACE = "kueue-system"
+# dlk8s's kinds, listed as users list them (docs/kueue.md): Kueue's pod
+# webhook then leaves a queued job's pods to dlk8s.
+EXTERNAL_FRAMEWORKS = tuple(
+    f"{kind}.v1alpha1.dlk8s.io"
+    for kind in ("TFJob", "MXJob", "Caffe2Job", "PaddleJob", "PyTorchJob")
+)
 # What tools/install.sh puts in the cache (and links into .tools/bin): the
 # manager, and the module's config/components/{crd/bases,webhook} files.
 BINARY = "kueue"
@@ -210,6 +216,17 @@ class Kueue:
             removed.append(str(self.dir))
         return removed
 
+    def kill(self) -> None:
+        """SIGKILL, as a node or the OOM killer ends a manager (bench/chaos_kueue.py).
+        Unlike stop(), it leaves the webhooks registered with nobody behind
+        them, as a crashed Kueue's are (its Service without an endpoint), so
+        that every call they catch fails until the next start(). To restart:
+        stop() (which then only removes the folder), then start(), from a
+        thread that outlives Kueue (it dies with the thread that started it)."""
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait()
+
     def __enter__(self) -> Kueue:
         return self.start()
 
@@ -246,7 +263,10 @@ class Kueue:
             # to inject them into conversion webhooks the bases/ CRDs lack.
             "internalCertManagement": {"enable": False},
             "clientConnection": {"qps": 50, "burst": 100},
-            "integrations": {"frameworks": list(self.frameworks)},
+            "integrations": {
+                "frameworks": list(self.frameworks),
+                "externalFrameworks": list(EXTERNAL_FRAMEWORKS),
+            },
         }
         if self.wait_for_pods_ready is not None:
             config["waitForPodsReady"] = self.wait_for_pods_ready

@@ -177,6 +177,9 @@ class LocalCluster:
     # Kueue's manager beside the control plane once it is up (kueue.py),
     # its webhooks registered and answering; stop() ends it first.
     kueue: bool = False
+    # Kueue's settings beyond the defaults (kueue.Kueue's fields, e.g.
+    # wait_for_pods_ready={"timeout": "30s"}).
+    kueue_options: dict[str, Any] = field(default_factory=dict)
     node: RealNode | None = field(init=False, default=None)
     kueue_process: Kueue | None = field(init=False, default=None)
     workdir: Path = field(init=False)
@@ -228,7 +231,7 @@ class LocalCluster:
             if self.kueue:
                 from .kueue import Kueue
 
-                self.kueue_process = Kueue(self)
+                self.kueue_process = Kueue(self, **self.kueue_options)
                 self.kueue_process.start()
             if self.node is not None:
                 self.node.start(self)

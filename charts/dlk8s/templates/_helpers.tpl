@@ -128,6 +128,22 @@ cluster-wide install may.
 {{- end }}
 
 {{/*
+The operator's rules on cluster-scoped objects that --kueue reads: in its
+ClusterRole, or with rbac.scope=namespace in a ClusterRole of their own.
+*/}}
+{{- define "dlk8s.kueueClusterRules" -}}
+# ResourceFlavors give an admitted pod its node labels and tolerations;
+# WorkloadPriorityClasses, a job's kueue.x-k8s.io/priority-class.
+- apiGroups: [kueue.x-k8s.io]
+  resources: [resourceflavors, workloadpriorityclasses]
+  verbs: [list, watch]
+# A Workload's priority without that label: its pods' PriorityClass, or the globalDefault one.
+- apiGroups: [scheduling.k8s.io]
+  resources: [priorityclasses]
+  verbs: [list, watch]
+{{- end }}
+
+{{/*
 The accelerators the operator knows: the selected cloud's preset, with each
 resource listed in config.accelerators replacing the preset's entry for it.
 Entries are whole units (a volume list cannot be merged item by item in any
@@ -180,6 +196,7 @@ wrong.
 --metrics-addr: metrics.port
 --autoscaler: autoscaler.enabled
 --no-autoscaler: autoscaler.enabled
+--kueue: kueue.enabled
 --log-level: operator.logLevel
 --kubeconfig: nothing (the operator uses its ServiceAccount)
 {{- end }}

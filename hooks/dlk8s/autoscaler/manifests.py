@@ -27,7 +27,7 @@ from dlk8s.autoscaler.cluster import (
 from dlk8s.job.computeresources import from_list, pod_requests
 from dlk8s.job.kinds import paddle_spec, pytorchjob
 from dlk8s.job.kinds.elastic import CountAnnotations, is_admission_gate
-from dlk8s.job.names import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE, State
+from dlk8s.job.names import LABEL_QUEUE_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE, State
 from dlk8s.job.objects import as_dict, as_int, as_list, as_str, dig, string_map
 
 # The annotations each kind's count is written to, by kind: the kinds the
@@ -136,7 +136,10 @@ def _tolerations(spec: Mapping[str, Any]) -> tuple[Toleration, ...]:
 def job_from_manifest(obj: object) -> ElasticJob | None:
     """An elastic job the autoscaler may move; None for anything else (not
     elastic, unusable spec, finished or finishing, suspended or being
-    deleted)."""
+    deleted), and a job in a Kueue queue, which Kueue sizes when it admits
+    it (docs/kueue.md)."""
+    if dig(obj, "metadata", "labels", LABEL_QUEUE_NAME):
+        return None
     kind = dig(obj, "kind")
     if kind == paddle_spec.KIND and paddle_spec.is_elastic(obj):
         if dig(obj, "spec", "faultTolerant") is not True:

@@ -144,6 +144,15 @@ RUN_FLAGS: Final = (
         int,
     ),
     RunFlag(
+        "--kueue",
+        "KUEUE",
+        "false",
+        "jobs that name a Kueue LocalQueue wait for Kueue to admit their Workload"
+        " (alone, or =true/false; docs/kueue.md)",
+        _truthy,
+        "optional",
+    ),
+    RunFlag(
         "--autoscaler",
         "AUTOSCALER",
         "true",
@@ -233,6 +242,7 @@ def _controller_and_autoscaler(
         kube,
         replace(load_config(args.config_file), admission=admission),
         namespace=args.namespace or None,
+        kueue=args.kueue,
         workers=args.workers,
         api_parallelism=args.api_parallelism,
         stuck_after=args.stuck_pass_seconds,

@@ -61,11 +61,23 @@ class Patch:
 
 
 @dataclass(frozen=True)
+class ReplaceStatus:
+    """PUT `obj`'s status subresource, read-modify-write: `obj` is the whole
+    object as the cache showed it (its resourceVersion included) with its
+    status edited, so a stale copy fails with a conflict and the pass is
+    retried on a fresh one, never overwriting what another writer (Kueue)
+    wrote meanwhile. `event` is posted once it succeeded."""
+
+    obj: Obj
+    event: Event | None = None
+
+
+@dataclass(frozen=True)
 class DeleteJob:
     """Delete the job itself (ttlSecondsAfterFinished expired)."""
 
 
-Action = Create | Delete | Patch | DeleteJob | Event
+Action = Create | Delete | Patch | ReplaceStatus | DeleteJob | Event
 
 
 def delete_of(obj: Obj, api_version: str, kind: str, event: Event | None = None) -> Delete:

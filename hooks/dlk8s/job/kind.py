@@ -66,6 +66,30 @@ class Slot:
 
 
 @dataclass(frozen=True)
+class QueueFacts:
+    """What the cluster says about Kueue that a queued job's pass reads
+    (docs/kueue.md), from the runtime's caches of Kueue's objects.
+
+    `problem` says why a job that names a queue cannot be queued here
+    (the operator runs without --kueue, or Kueue's API is not served);
+    "" when Kueue can admit it.
+    """
+
+    problem: str = ""
+    # ResourceFlavors by name: their nodeLabels and tolerations go onto the
+    # pods of an admitted job (the Workload names flavors only).
+    flavors: Mapping[str, Obj] = field(default_factory=dict)
+    # WorkloadPriorityClasses and PriorityClasses: name -> value.
+    workload_priorities: Mapping[str, int] = field(default_factory=dict)
+    pod_priorities: Mapping[str, int] = field(default_factory=dict)
+    # The PriorityClass marked globalDefault, if there is one.
+    default_pod_priority: str | None = None
+    # Namespaces with a LocalQueue named "default": a job there is queued
+    # even without the queue-name label, as Kueue queues its own kinds.
+    default_queues: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class Observed:
     """A job's existing children, as the I/O side found them.
 
@@ -82,6 +106,23 @@ class Observed:
     # (the runtime's tombstones): a pod evicted between two passes is gone
     # before a pass sees it, and only its last state says it was disrupted.
     gone: Sequence[Obj] = ()
+    # Kueue's Workloads the job controls (one, normally), and what the
+    # cluster says of Kueue; None when the operator runs without --kueue.
+    workloads: Sequence[Obj] = ()
+    queueing: QueueFacts | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What Kueue's admission gives one replica type's pods: how many, and
+    where (the assigned flavors' node labels and tolerations, and what
+    admission checks add)."""
+
+    count: int
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Obj, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -103,6 +144,7 @@ class Children:
     configmaps: tuple[ChildView, ...]
     deployments: tuple[ChildView, ...]
     gone: tuple[ChildView, ...] = ()  # Observed.gone: pods deleted lately, their last state
+    workloads: tuple[ChildView, ...] = ()  # Observed.workloads: Kueue's, for this job
 
 
 @dataclass(frozen=True)
@@ -144,6 +186,10 @@ class JobView:
     carried: Obj
     now: datetime  # the pass's clock, in UTC
     stamp: str  # `now` as the status writes times
+    # The LocalQueue the job waits in (its kueue.x-k8s.io/queue-name label,
+    # or "default" when its namespace has one); None: it is not queued.
+    queue: str | None = None
+    queueing: QueueFacts | None = None  # Observed.queueing
 
 
 @dataclass(frozen=True)
@@ -159,6 +205,8 @@ class JobContext:
     # The role whose pods decide the job's outcome (Kind.deciding_role of
     # these replicas); None only when the spec has none of the deciding roles.
     deciding_role: str | None
+    # Kueue's admission of a queued job, by role; None when not queued.
+    placements: Mapping[str, Placement] | None = None
     # Values every child of one pass shares (labels, the cluster layout),
     # computed once: a job of a thousand replicas must not cost a million.
     memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -191,6 +239,24 @@ def _no_status_fields(job: Obj, previous: Obj, now: str) -> Obj:
 
 def _no_updates(ctx: JobContext) -> list[Action]:
     return []
+
+
+@dataclass(frozen=True)
+class ElasticRole:
+    """The role of a job whose pod count may move, as Kueue admits it: a
+    Workload podSet of `maximum` pods of which Kueue may admit as few as
+    `minimum` (partial admission), and the job's annotations that set
+    its count to what was admitted (the autoscaler's, when not queued)."""
+
+    role: str
+    minimum: int
+    maximum: int
+    annotations: Callable[[int, str], dict[str, str]]  # (count, why) -> the job's annotations
+    requested: int | None  # the count the job's annotation asks for now, if any
+
+
+def _not_elastic(job: Obj) -> ElasticRole | None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -232,6 +298,9 @@ class Kind:
     preflight: Callable[[JobContext], list[str]] = _no_problems
     status_fields: Callable[[Obj, Obj, str], Obj] = _no_status_fields
     update_children: Callable[[JobContext], list[Action]] = _no_updates
+    # The role whose pod count may move, and its minimum: what Kueue may
+    # admit in part (a Workload podSet's minCount). None: a fixed size.
+    elastic: Callable[[Obj], ElasticRole | None] = _not_elastic
     # The deciding pods end as one group (torchrun's agents): once one has
     # succeeded, the training is done, and one that fails after it (an
     # agent that came to a finished group) does not undo that.

@@ -22,6 +22,17 @@ ANNOTATION_RESTART_COUNT: Final = "dlk8s.io/restart-count"
 
 MAX_REPLICAS: Final = 10_000
 
+# Kueue's vocabulary (kueue.x-k8s.io): a job labelled with a queue waits
+# for its Workload's admission before any pod is created (docs/kueue.md).
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
+KUEUE_API_VERSION: Final = f"{KUEUE_GROUP}/v1beta2"
+LABEL_QUEUE_NAME: Final = "kueue.x-k8s.io/queue-name"
+LABEL_PRIORITY_CLASS: Final = "kueue.x-k8s.io/priority-class"
+LABEL_PODSET: Final = "kueue.x-k8s.io/podset"
+LABEL_KUEUE_JOB_UID: Final = "kueue.x-k8s.io/job-uid"
+# The LocalQueue Kueue picks for a job that names none.
+DEFAULT_QUEUE: Final = "default"
+
 # The pod condition Kubernetes sets on a pod it is about to evict, preempt
 # or delete with its node (its reason says which): disruptions are not failures.
 DISRUPTION_TARGET: Final = "DisruptionTarget"
@@ -31,6 +42,7 @@ class Phase:
     CREATING: Final = "Creating"
     RUNNING: Final = "Running"
     CLEANUP: Final = "CleanUp"
+    QUEUED: Final = "Queued"  # waiting for Kueue to admit the job: no pod yet
     FAILED: Final = "Failed"
     DONE: Final = "Done"
 
@@ -48,10 +60,17 @@ class ConditionType:
     SUSPENDED: Final = "Suspended"
     SUCCEEDED: Final = "Succeeded"
     FAILED: Final = "Failed"
+    # Kueue's: waiting in a queue, let in, and sent back to wait.
+    QUEUED: Final = "Queued"
+    ADMITTED: Final = "Admitted"
+    EVICTED: Final = "Evicted"
 
 
 # The order conditions appear in, so an unchanged job keeps an identical list.
 CONDITION_ORDER: Final = (
+    ConditionType.QUEUED,
+    ConditionType.ADMITTED,
+    ConditionType.EVICTED,
     ConditionType.CREATED,
     ConditionType.RUNNING,
     ConditionType.RESTARTING,
@@ -94,6 +113,11 @@ class Reason:
     # matched an Ignore rule.
     POD_DISRUPTED: Final = "PodDisrupted"
     POD_FAILURE_IGNORED: Final = "PodFailureIgnored"
+    # Kueue: waiting for admission, let in, sent back, and no Kueue to ask.
+    PENDING: Final = "Pending"
+    ADMITTED: Final = "Admitted"
+    EVICTED: Final = "Evicted"
+    QUEUE_UNAVAILABLE: Final = "QueueUnavailable"
 
 
 class EventType:

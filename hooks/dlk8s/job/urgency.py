@@ -45,8 +45,12 @@ def changes_state(
         return before is not None
     if is_terminating(after):
         return before is None or not is_terminating(before)
-    if group != "pods" or before is None:
+    if before is None:
         return False  # a new child (our create, or a list): its job's own pass follows
+    if group == "workloads":
+        return True  # Kueue admitted, evicted or finished the job: act on it at once
+    if group != "pods":
+        return False
     kind = lookup(job_kind)
     if kind is None:
         return True

@@ -14,7 +14,7 @@ from typing import Final
 from urllib.parse import quote
 
 from dlk8s.job.kinds import KINDS
-from dlk8s.job.names import API_VERSION
+from dlk8s.job.names import API_VERSION, KUEUE_API_VERSION
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,12 @@ _BUILTIN: Final = (
     Resource("v1", "Node", "nodes", namespaced=False),
     Resource("apps/v1", "Deployment", "deployments"),
     Resource("coordination.k8s.io/v1", "Lease", "leases"),
+    Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
+    # Kueue's (docs/kueue.md): read and written only with --kueue.
+    Resource(KUEUE_API_VERSION, "Workload", "workloads"),
+    Resource(KUEUE_API_VERSION, "LocalQueue", "localqueues"),
+    Resource(KUEUE_API_VERSION, "ResourceFlavor", "resourceflavors", namespaced=False),
+    Resource(KUEUE_API_VERSION, "WorkloadPriorityClass", "workloadpriorityclasses", False),
 )
 _BY_KIND: Final[Mapping[tuple[str, str], Resource]] = MappingProxyType(
     {(r.api_version, r.kind): r for r in (*_BUILTIN, *JOB_RESOURCES.values())}
@@ -71,4 +77,14 @@ CHILD_RESOURCES: Final[Mapping[str, Resource]] = MappingProxyType(
         "configmaps": resource_for("v1", "ConfigMap"),
         "deployments": resource_for("apps/v1", "Deployment"),
     }
+)
+
+# The children only a job under Kueue has (docs/kueue.md): watched with
+# --kueue only, filed under their job like the others.
+KUEUE_CHILD_RESOURCES: Final[Mapping[str, Resource]] = MappingProxyType(
+    {"workloads": resource_for(KUEUE_API_VERSION, "Workload")}
+)
+# Every group of children a job's Observed holds, watched or not.
+OWNED_RESOURCES: Final[Mapping[str, Resource]] = MappingProxyType(
+    {**CHILD_RESOURCES, **KUEUE_CHILD_RESOURCES}
 )

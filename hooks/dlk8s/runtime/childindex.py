@@ -27,7 +27,7 @@ from dlk8s.job.failurepolicy import worth_remembering
 from dlk8s.job.kind import Observed
 from dlk8s.job.names import API_VERSION
 from dlk8s.job.objects import Obj
-from dlk8s.runtime.apiresources import CHILD_RESOURCES, JOB_RESOURCES
+from dlk8s.runtime.apiresources import JOB_RESOURCES, OWNED_RESOURCES
 from dlk8s.runtime.informer import DELETED
 
 # How long the last state of a deleted pod is kept for its job's passes:
@@ -45,7 +45,7 @@ class ChildIndex:
         self._lock = threading.Lock()
         # job uid -> group (Observed's field) -> child name -> the child as kept.
         self._by_owner: dict[str, dict[str, dict[str, Obj]]] = defaultdict(
-            lambda: {group: {} for group in CHILD_RESOURCES}
+            lambda: {group: {} for group in OWNED_RESOURCES}
         )
         self._clock = clock  # when a tombstone was laid, and when it expires
         # job uid -> pod name -> (when it was deleted, its last state).
@@ -101,10 +101,15 @@ class ChildIndex:
             groups = self._by_owner.get(uid)
             limit = self._clock() - TOMBSTONE_SECONDS
             gone = [last for when, last in self._gone.get(uid, {}).values() if when > limit]
-            if groups is None:
-                return Observed(pods=[], services=[], configmaps=[], deployments=[], gone=gone)
-            children = {group: list(items.values()) for group, items in groups.items()}
-            return Observed(**children, gone=gone)
+            found = {group: list(items.values()) for group, items in (groups or {}).items()}
+            return Observed(
+                pods=found.get("pods", []),
+                services=found.get("services", []),
+                configmaps=found.get("configmaps", []),
+                deployments=found.get("deployments", []),
+                gone=gone,
+                workloads=found.get("workloads", []),
+            )
 
     def forget(self, uid: str) -> None:
         """The job is gone: so are its tombstones (its children go by their events)."""

@@ -16,18 +16,20 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor as Pool
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
 from dlk8s.job.actions import Event
 from dlk8s.job.config import ControllerConfig
 from dlk8s.job.kept import kept_child, kept_job
+from dlk8s.job.kind import QueueFacts
 from dlk8s.job.names import LABEL_JOB_NAME, EventType, Reason, State
 from dlk8s.job.objects import Obj, job_str
 from dlk8s.job.reconcile import Result, reconcile
 from dlk8s.job.reconcile.refused import after_refusals
 from dlk8s.runtime import logs, metrics
-from dlk8s.runtime.apiresources import CHILD_RESOURCES, JOB_RESOURCES
+from dlk8s.runtime.apiresources import CHILD_RESOURCES, JOB_RESOURCES, KUEUE_CHILD_RESOURCES
 from dlk8s.runtime.childevents import ChildEvents
 from dlk8s.runtime.childindex import ChildIndex
 from dlk8s.runtime.client import Kube, Selectors
@@ -38,6 +40,7 @@ from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Cache, Informer
 from dlk8s.runtime.lifecycle import Lifecycle
 from dlk8s.runtime.ownwrites import OwnWrites
 from dlk8s.runtime.passes import STUCK_PASS_SECONDS, RunningPasses
+from dlk8s.runtime.queueing import MISSING, KueueWatch, kueue_served
 from dlk8s.runtime.workqueue import ShutDownError, WorkQueue
 
 log = logging.getLogger(__name__)
@@ -113,6 +116,7 @@ class Controller:
         child_event_batch: float = CHILD_EVENT_BATCH_SECONDS,
         pool: Pool | None = None,
         stuck_after: float = STUCK_PASS_SECONDS,
+        queue_facts: Callable[[], QueueFacts | None] = lambda: None,
     ) -> None:
         self.kube = kube  # the status writes (the executor makes the other calls)
         self.config = config  # what reconcile knows of the cluster (drivers, images)
@@ -133,18 +137,34 @@ class Controller:
         # When a child's event runs its job's pass (an urgent one may be deferred).
         self.child_events = ChildEvents(self.children, self.expectations, self.lifecycle.listed)
         self.passes = RunningPasses(stuck_after)  # the passes running, for /healthz
+        # What Kueue's objects say, for queued jobs (None: run without --kueue).
+        self.queue_facts = queue_facts
 
     @classmethod
     def watching(
-        cls, kube: Kube, config: ControllerConfig, namespace: str | None = None, **options: Any
+        cls,
+        kube: Kube,
+        config: ControllerConfig,
+        namespace: str | None = None,
+        kueue: bool = False,
+        **options: Any,
     ) -> Controller:
         """A controller fed by watches of the jobs and their children (all
-        namespaces when `namespace` is None)."""
+        namespaces when `namespace` is None); with `kueue`, of their
+        Workloads and Kueue's objects too (runtime.queueing)."""
         job_informers, child_informers = _informers(kube, namespace)
         jobs = {kind: informer.cache for kind, informer in job_informers.items()}
+        extra: list[Informer] = []
+        if kueue and kueue_served(kube):
+            watch = KueueWatch(kube, namespace)
+            extra = list(watch.informers)
+            child_informers |= _workload_informers(kube, namespace)
+            options["queue_facts"] = watch.facts
+        elif kueue:
+            options["queue_facts"] = lambda: QueueFacts(problem=MISSING)
         # Children first: a job handled before its children are known would
         # look as if it had lost them.
-        informers = [*child_informers.values(), *job_informers.values()]
+        informers = [*extra, *child_informers.values(), *job_informers.values()]
         controller = cls(kube, config, jobs, informers, **options)
         for kind, informer in job_informers.items():
             for event in (ADDED, MODIFIED, DELETED):
@@ -310,7 +330,8 @@ class Controller:
             # The events that show our last changes requeue the job; the
             # timer only matters if one of them never comes.
             return wait
-        observed, now = self.children.observed(uid), self.clock()
+        observed = replace(self.children.observed(uid), queueing=self.queue_facts())
+        now = self.clock()
         try:
             result = reconcile(job, observed, self.config, now)
         except Exception as err:
@@ -399,3 +420,14 @@ def _informers(
         for group, res in CHILD_RESOURCES.items()
     }
     return jobs, children
+
+
+def _workload_informers(kube: Kube, namespace: str | None) -> dict[str, Informer]:
+    """The jobs' Workloads, kept whole but for managedFields: a status
+    write puts back the whole status, so nothing of it may be dropped."""
+    return {
+        group: Informer(
+            kube, res, namespace, Selectors(CHILD_SELECTOR), kept_job, handlers_get_kept=True
+        )
+        for group, res in KUEUE_CHILD_RESOURCES.items()
+    }

@@ -30,12 +30,13 @@ from dlk8s.job.actions import (
     DeleteJob,
     Event,
     Patch,
+    ReplaceStatus,
     merge_events,
 )
 from dlk8s.job.names import EventType, Reason
 from dlk8s.job.objects import as_list, dig
 from dlk8s.job.reconcile.refused import CREATE, DELETE, Refusal
-from dlk8s.runtime.apiresources import CHILD_RESOURCES
+from dlk8s.runtime.apiresources import OWNED_RESOURCES
 from dlk8s.runtime.errors import (
     AlreadyExistsError,
     ApiError,
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 T = TypeVar("T")
 
-GROUP_OF_KIND = {res.kind: group for group, res in CHILD_RESOURCES.items()}
+GROUP_OF_KIND = {res.kind: group for group, res in OWNED_RESOURCES.items()}
 
 
 class ChildApi(Protocol):
@@ -76,6 +77,8 @@ class Api(ChildApi, EventApi, Protocol):
     def patch(
         self, api_version: str, kind: str, namespace: str | None, name: str, patch: dict[str, Any]
     ) -> dict[str, Any]: ...
+
+    def replace_status(self, obj: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class ChildNotCreatedError(Exception):
@@ -123,7 +126,7 @@ class Executor:
         for action, err in zip(changes, errors, strict=True):
             if err is not None:
                 _note_failure(outcome, action, err)
-            elif isinstance(action, (Create, Delete)) and action.event is not None:
+            elif isinstance(action, (Create, Delete, ReplaceStatus)) and action.event is not None:
                 done.append(action.event)
         self.send_events(job, done)
         return outcome
@@ -167,6 +170,9 @@ class Executor:
             self.api.patch(
                 action.api_version, action.kind, action.namespace, action.name, action.patch
             )
+        elif isinstance(action, ReplaceStatus):
+            self.api.replace_status(action.obj)
+            return True
         elif isinstance(action, DeleteJob):
             meta = job["metadata"]
             self._delete(
@@ -243,12 +249,18 @@ def controlled_by(obj: object, uid: str) -> bool:
 
 
 def expected_change(action: Action) -> Change | None:
-    """How a create or delete of a watched child will show up in the caches."""
+    """How a create, a delete or a status write of a watched child will show
+    up in the caches."""
     if isinstance(action, Create):
         group = GROUP_OF_KIND.get(action.obj.get("kind", ""))
         return (group, action.obj["metadata"]["name"]) if group else None
     if isinstance(action, Delete) and action.uid and action.kind in GROUP_OF_KIND:
         return ("uid", action.uid)
+    if isinstance(action, ReplaceStatus):
+        # A Workload's status we wrote: the next pass waits for its event,
+        # or it would write the same again on the stale copy (a conflict).
+        group = GROUP_OF_KIND.get(action.obj.get("kind", ""))
+        return (group, action.obj["metadata"]["name"]) if group else None
     return None
 
 

@@ -46,7 +46,7 @@ class Checked(World):
     passes: int = 0
 
     def reconcile(self) -> Result:
-        names = [f.name for f in fields(Observed)]
+        names = [f.name for f in fields(Observed) if f.name != "queueing"]
         served = Observed(*([as_served(o) for o in getattr(self.observed(), n)] for n in names))
         kept = Observed(*([kept_child(o) for o in getattr(served, n)] for n in names))
         job = as_served(self.job)

@@ -176,7 +176,7 @@ RUNTIME_TIERS = (
     | {"ownwrites", "passes", "workqueue"},
     {"client", "events", "leader"},  # the API calls
     {"executor", "informer"},  # built on the calls
-    {"childindex", "lifecycle"},  # what the controller keeps, over the informers
+    {"childindex", "lifecycle", "queueing"},  # what the controller keeps, over the informers
     {"childevents"},
     {"controller"},
 )
@@ -191,7 +191,7 @@ JOB_TIERS = (
     {"children"},  # the manifests of pods and services
     {"env"},
     {"accelerators"},
-    {"kinds"},  # the five kinds
+    {"kinds", "workloads"},  # the five kinds, and Kueue's Workload of a queued job
     {"reconcile", "urgency"},  # what a pass does, and when a change needs one now
 )
 ORDERS = {"dlk8s.runtime": RUNTIME_TIERS, "dlk8s.job": JOB_TIERS}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from dlk8s.job.actions import Action, Patch
-from dlk8s.job.kind import JobContext, Kind
+from dlk8s.job.kind import ElasticRole, JobContext, Kind
 from dlk8s.job.kinds.elastic import gates_left, may_lift_gate, scale_status, scaled_event
 from dlk8s.job.kinds.paddle_pods import decorate_pod, replicas
 from dlk8s.job.kinds.paddle_spec import (
@@ -23,6 +23,7 @@ from dlk8s.job.kinds.paddle_spec import (
     TRAINER,
     TRAINERS,
     requested_trainers,
+    trainer_bounds,
     trainer_count,
     validate,
 )
@@ -72,6 +73,14 @@ def status_fields(job: Obj, previous: Obj, now: str) -> Obj:
     return scale_status(job, previous, now, "trainers", trainer_count(job), TRAINERS)
 
 
+def elastic(job: Obj) -> ElasticRole | None:
+    """An elastic job's trainers, minInstance..maxInstance."""
+    bounds = trainer_bounds(job)
+    if bounds is None or bounds[0] >= bounds[1]:
+        return None
+    return ElasticRole(TRAINER, *bounds, TRAINERS.annotations, TRAINERS.requested(job))
+
+
 PADDLEJOB: Final = Kind(
     name=KIND,
     roles=(MASTER, PSERVER, TRAINER),
@@ -83,4 +92,5 @@ PADDLEJOB: Final = Kind(
     decorate_pod=decorate_pod,
     status_fields=status_fields,
     update_children=update_children,
+    elastic=elastic,
 )

@@ -27,7 +27,7 @@ from typing import Final
 from dlk8s.job.actions import Action
 from dlk8s.job.children import containers_named, service_host
 from dlk8s.job.env import add_env_defaults, set_env
-from dlk8s.job.kind import JobContext, Replica, Slot
+from dlk8s.job.kind import ElasticRole, JobContext, Replica, Slot
 from dlk8s.job.kinds.elastic import (
     CountAnnotations,
     add_gate,
@@ -376,4 +376,12 @@ def replicas(job: Obj) -> tuple[Replica, ...]:
     )
 
 
-PYTORCHJOB: Final = replace(_SPEC_KIND, replicas=replicas, ends_as_group=True)
+def elastic(job: Obj) -> ElasticRole | None:
+    """An autoscaled job's WORKERs, minReplicas..maxReplicas."""
+    bounds = worker_bounds(job)
+    if bounds is None or bounds[0] >= bounds[1]:
+        return None
+    return ElasticRole(WORKER, *bounds, WORKERS.annotations, WORKERS.requested(job))
+
+
+PYTORCHJOB: Final = replace(_SPEC_KIND, replicas=replicas, ends_as_group=True, elastic=elastic)

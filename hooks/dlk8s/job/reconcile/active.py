@@ -16,13 +16,14 @@ from dlk8s.job import naming
 from dlk8s.job.actions import Action, Event
 from dlk8s.job.conditions import clear_condition, set_condition
 from dlk8s.job.config import ControllerConfig
-from dlk8s.job.kind import JobContext, JobView, Kind, Slot
+from dlk8s.job.kind import ChildView, JobContext, JobView, Kind, Slot
 from dlk8s.job.names import ConditionType, EventType, Phase, Reason, State
 from dlk8s.job.objects import Obj
 from dlk8s.job.policy import Decision
-from dlk8s.job.reconcile.changes import changes
+from dlk8s.job.reconcile.changes import changes, first_pods
 from dlk8s.job.reconcile.endings import remember
 from dlk8s.job.reconcile.finished import finish
+from dlk8s.job.reconcile.queued import admitted, gate, is_queued
 from dlk8s.job.reconcile.restarts import lost_pods, restart_actions
 from dlk8s.job.reconcile.slots import SlotView, match_pods, replica_statuses
 from dlk8s.job.reconcile.suspended import suspended
@@ -50,6 +51,18 @@ def active(ctx: JobContext) -> Result:
     problems = ctx.kind.preflight(ctx)
     if problems:
         return blocked(ctx, views, problems)
+    if not is_queued(job):
+        return _running(ctx, views, strays)
+    gated = gate(ctx, views, first_pods(ctx))
+    if isinstance(gated, Result):
+        return gated
+    views, strays = match_pods(gated.ctx)
+    return admitted(gated, views, _running(gated.ctx, views, strays))
+
+
+def _running(ctx: JobContext, views: list[SlotView], strays: list[ChildView]) -> Result:
+    """A job whose pods may run: it is not queued, or Kueue admitted it."""
+    job = ctx.job
     memory = remember(ctx, views)
     kept = {k: v for k, v in job.carried.items() if k not in MEMORY_FIELDS}
     job = replace(job, carried=kept | memory.fields)

@@ -16,6 +16,7 @@ from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE, headless_se
 from dlk8s.job.kind import ChildView, JobContext, Slot
 from dlk8s.job.objects import Obj
 from dlk8s.job.reconcile.slots import SlotView
+from dlk8s.job.workloads import place
 
 Target = tuple[Obj, tuple[str, str]]  # a child and its (apiVersion, kind)
 
@@ -47,7 +48,19 @@ def _missing_pods(views: Sequence[SlotView], pods: Sequence[ChildView]) -> list[
 def _build_pod(ctx: JobContext, slot: Slot, restarts: int) -> Obj:
     pod = ctx.kind.decorate_pod(ctx, slot, pod_for_slot(ctx, slot, restarts))
     inject_accelerators(pod["spec"], ctx.config.accelerators)
+    if ctx.placements is not None and slot.role in ctx.placements:
+        pod = place(pod, ctx.placements[slot.role])
     return pod
+
+
+def first_pods(ctx: JobContext) -> dict[str, Obj]:
+    """The first pod of each role as a pass would create it: what a queued
+    job's Workload asks Kueue for (every pod of a role asks for the same)."""
+    firsts: dict[str, Obj] = {}
+    for slot in ctx.slots:
+        if slot.role not in firsts:
+            firsts[slot.role] = _build_pod(ctx, slot, ctx.job.restarts)
+    return firsts
 
 
 def _other_children(ctx: JobContext) -> tuple[list[Obj], list[Target]]:

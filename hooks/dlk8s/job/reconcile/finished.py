@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from dlk8s.job.actions import Action, DeleteJob, Event, delete_actions
+from dlk8s.job.actions import Action, DeleteJob, Event, ReplaceStatus, delete_actions
 from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE
 from dlk8s.job.conditions import finished_conditions
 from dlk8s.job.kind import ChildView, JobView
@@ -32,6 +32,7 @@ from dlk8s.job.objects import (
 )
 from dlk8s.job.policy import FAILED, SUCCEEDED, has_stopped, pod_outcome, replica_status
 from dlk8s.job.reconcile.view import Result, Verdict
+from dlk8s.job.workloads import FINISHED, read_workload, with_conditions
 
 # Under cleanPodPolicy Running, how long a job that has succeeded lets the
 # pods that still run end by themselves before they are deleted. Replicas
@@ -79,6 +80,8 @@ def finish(job: JobView, verdict: Verdict | None, usable: bool) -> Result:
     for child, api_kind in () if grace else targets:
         if not child.terminating:
             actions += delete_actions(child.obj, api_kind, why)
+    message = verdict.message if verdict is not None else f"The job has {state.lower()}"
+    actions += finished_workloads(job, state, message)
     status = job.carried | {
         "completionTime": completion,
         "state": state,
@@ -88,6 +91,21 @@ def finish(job: JobView, verdict: Verdict | None, usable: bool) -> Result:
         "replicaStatuses": counts,
     }
     return Result(actions + ttl_actions, status, requeue)
+
+
+def finished_workloads(job: JobView, state: str, message: str) -> list[Action]:
+    """Kueue's Workloads of a finished job marked Finished: the quota
+    they hold frees at once, before the cleanup or the TTL."""
+    actions: list[Action] = []
+    reason = "Succeeded" if state == State.SUCCEEDED else "Failed"
+    for child in job.children.workloads:
+        workload = read_workload(child)
+        if workload.terminating or workload.true(FINISHED):
+            continue
+        update = with_conditions(workload, [(FINISHED, True, reason, message)], job.stamp)
+        if update is not None:
+            actions.append(ReplaceStatus(update))
+    return actions
 
 
 def final_counts(job: JobView) -> list[object] | None:

@@ -50,6 +50,7 @@ def lost_pods(ctx: JobContext, views: Sequence[SlotView], memory: Memory) -> int
     if (
         job.prev.get("observedGeneration") != job.generation
         or ConditionType.SUSPENDED in job.true_conditions
+        or ConditionType.QUEUED in job.true_conditions
     ):
         return 0
     lost = 0

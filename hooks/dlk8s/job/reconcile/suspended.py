@@ -17,6 +17,7 @@ from dlk8s.job.kind import JobContext
 from dlk8s.job.names import ConditionType, EventType, Phase, Reason, State
 from dlk8s.job.reconcile.slots import SlotView, replica_statuses
 from dlk8s.job.reconcile.view import Result
+from dlk8s.job.workloads import WORKLOAD
 
 
 def suspended(ctx: JobContext, views: Sequence[SlotView]) -> Result:
@@ -30,6 +31,10 @@ def suspended(ctx: JobContext, views: Sequence[SlotView]) -> Result:
     for pod in job.children.pods:
         if not pod.terminating:
             actions += delete_actions(pod.obj, POD, "the job is suspended")
+    # A suspended job gives its Kueue admission back; it queues again on resume.
+    for workload in job.children.workloads:
+        if not workload.terminating:
+            actions += delete_actions(workload.obj, WORKLOAD, "the job is suspended")
     now = job.stamp
     message = (
         "spec.runPolicy.suspend is true"
@@ -44,6 +49,9 @@ def suspended(ctx: JobContext, views: Sequence[SlotView]) -> Result:
     )
     conditions = clear_condition(
         conditions, ConditionType.RESTARTING, Reason.SUSPENDED, "The job is suspended", now
+    )
+    conditions = clear_condition(
+        conditions, ConditionType.ADMITTED, Reason.SUSPENDED, "The job gave its admission back", now
     )
     # No startTime: the deadline starts again on resume, as for a batch Job.
     status = job.carried | {

@@ -16,10 +16,12 @@ from dlk8s.job import naming
 from dlk8s.job.actions import Action
 from dlk8s.job.conditions import clean_conditions
 from dlk8s.job.failurepolicy import read_rules
-from dlk8s.job.kind import Children, ChildView, JobView, Observed, RunPolicy
+from dlk8s.job.kind import Children, ChildView, JobView, Observed, QueueFacts, RunPolicy
 from dlk8s.job.kinds import lookup
 from dlk8s.job.names import (
     ANNOTATION_RESTART_COUNT,
+    DEFAULT_QUEUE,
+    LABEL_QUEUE_NAME,
     CleanPodPolicy,
     ConditionType,
     State,
@@ -117,7 +119,20 @@ def read_job(raw: Obj, observed: Observed, now: datetime) -> JobView:
         carried=carried,
         now=now,
         stamp=stamp,
+        queue=queue_of(meta, observed.queueing),
+        queueing=observed.queueing,
     )
+
+
+def queue_of(meta: Obj, facts: QueueFacts | None) -> str | None:
+    """The LocalQueue a job waits in: its label's, else "default" when its
+    namespace has one and the operator integrates with Kueue."""
+    label = dig(meta, "labels", LABEL_QUEUE_NAME)
+    if isinstance(label, str) and label:
+        return label
+    if facts is not None and not facts.problem and meta.get("namespace") in facts.default_queues:
+        return DEFAULT_QUEUE
+    return None
 
 
 def run_policy(job: object) -> RunPolicy:
@@ -157,6 +172,7 @@ def read_children(observed: Observed) -> Children:
         read(observed.configmaps),
         read(observed.deployments),
         read(observed.gone),
+        read(observed.workloads),
     )
 
 

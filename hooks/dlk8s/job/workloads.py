@@ -1,0 +1,330 @@
+"""Kueue's Workload of a queued job: what it asks for, what Kueue made of
+it, and the status edits Kueue leaves to the integration (docs/kueue.md).
+
+dlk8s is its own Kueue integration: it creates every pod of its jobs, so a
+job that names a queue creates none until Kueue admits its Workload. Kueue
+reads only the Workload: one podSet per replica type, whose template must
+ask for what the pods will (Kueue never looks at the pods), and after
+admission the integration places the pods as the admission says. What
+Kueue leaves to the integration, and what it gets wrong if forgotten, is
+in KUEUE.md's pitfalls: quota kept after an eviction until the
+reservation is cleared, PodsReady written by us, Finished to free the quota.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Final
+
+from dlk8s.job.children import job_labels, manifest
+from dlk8s.job.kind import ChildView, JobContext, Placement, QueueFacts
+from dlk8s.job.names import (
+    KUEUE_API_VERSION,
+    KUEUE_GROUP,
+    LABEL_KUEUE_JOB_UID,
+    LABEL_PODSET,
+    LABEL_PRIORITY_CLASS,
+)
+from dlk8s.job.naming import child_name, short_hash
+from dlk8s.job.objects import Obj, as_dict, as_list, dig, is_int, parse_time, string_map
+
+WORKLOAD: Final = (KUEUE_API_VERSION, "Workload")
+
+# Workload conditions (apis/kueue/v1beta2/workload_types.go).
+QUOTA_RESERVED: Final = "QuotaReserved"
+ADMITTED: Final = "Admitted"
+EVICTED: Final = "Evicted"
+REQUEUED: Final = "Requeued"
+PODS_READY: Final = "PodsReady"
+FINISHED: Final = "Finished"
+# Eviction reasons after which Kueue requeues the Workload at once; after
+# the others it waits (a back-off, a reactivation): jobframework's rule.
+REQUEUED_AT_ONCE: Final = ("Preempted", "NodeFailures")
+# What Kueue's template keeps of a container: what its quota counts.
+_CONTAINER_FIELDS: Final = ("name", "image", "resources", "restartPolicy")
+# What Kueue's template keeps of a pod spec: what its quota and its flavor
+# assignment read (requests, overhead, where the pods may run, priority).
+_POD_FIELDS: Final = (
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "priorityClassName",
+    "runtimeClassName",
+    "overhead",
+)
+MAX_MESSAGE: Final = 32768  # metav1.Condition's message limit
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    """A job's Workload as one pass reads it."""
+
+    obj: Obj
+    name: str
+    terminating: bool
+    conditions: Mapping[str, Obj]  # by type
+    admission: Obj  # status.admission, {} when none
+
+    def true(self, type_: str) -> bool:
+        return bool(self.conditions.get(type_, {}).get("status") == "True")
+
+    def message(self, type_: str) -> str:
+        return str(self.conditions.get(type_, {}).get("message") or "")
+
+    def reason(self, type_: str) -> str:
+        return str(self.conditions.get(type_, {}).get("reason") or "")
+
+    @property
+    def cluster_queue(self) -> str:
+        return str(self.admission.get("clusterQueue") or "")
+
+
+def read_workload(child: ChildView) -> WorkloadView:
+    status = as_dict(child.obj.get("status"))
+    conditions = {
+        c["type"]: c
+        for c in as_list(status.get("conditions"))
+        if isinstance(c, dict) and isinstance(c.get("type"), str)
+    }
+    return WorkloadView(
+        child.obj, child.name, child.terminating, conditions, as_dict(status.get("admission"))
+    )
+
+
+def workload_name(ctx: JobContext) -> str:
+    """One name per job (its kind, name and uid): a namesake job made after
+    this one was deleted gets a Workload of another name."""
+    return child_name(f"{ctx.kind.name.lower()}-{ctx.job.name}", short_hash(ctx.job.uid, 5))
+
+
+def pod_set_name(role: str) -> str:
+    return role.lower()
+
+
+def workload_for(ctx: JobContext, queue: str, pods: Mapping[str, Obj], facts: QueueFacts) -> Obj:
+    """The Workload of a queued job: one podSet per replica type, each
+    asking for what `pods` (the first pod of each role, as it will be
+    created) asks for."""
+    elastic = ctx.kind.elastic(ctx.job.raw)
+    pod_sets = []
+    for replica in ctx.replicas:
+        if replica.replicas <= 0 or replica.role not in pods:
+            continue
+        pod_set: Obj = {
+            "name": pod_set_name(replica.role),
+            "count": replica.replicas,
+            "template": pod_set_template(pods[replica.role]),
+        }
+        if elastic is not None and elastic.role == replica.role:
+            # Kueue admits as many as its quota allows, down to the minimum.
+            pod_set |= {"count": elastic.maximum, "minCount": elastic.minimum}
+        pod_sets.append(pod_set)
+    spec: Obj = {"queueName": queue, "podSets": pod_sets, "active": True}
+    spec |= priority_of(ctx, pods, facts)
+    labels = job_labels(ctx) | {LABEL_KUEUE_JOB_UID: ctx.job.uid}
+    return manifest(WORKLOAD, ctx, workload_name(ctx), labels, {"spec": spec})
+
+
+def pod_set_template(pod: Obj) -> Obj:
+    """What Kueue reads of a pod: its containers' requests and limits (an
+    init container's too; a sidecar's by its restartPolicy), and where and
+    at what priority it may run. The rest (env, volumes, commands) is left
+    out: Kueue ignores it, and a duplicate env name would fail the create."""
+    spec = as_dict(pod.get("spec"))
+    out: Obj = {}
+    for group in ("initContainers", "containers"):
+        containers = [
+            {k: copy.deepcopy(c[k]) for k in _CONTAINER_FIELDS if k in c}
+            for c in as_list(spec.get(group))
+            if isinstance(c, dict)
+        ]
+        if containers:
+            out[group] = containers
+    out |= {k: copy.deepcopy(spec[k]) for k in _POD_FIELDS if spec.get(k)}
+    labels = string_map(dig(pod, "metadata", "labels"))
+    return {"metadata": {"labels": labels}, "spec": out}
+
+
+def priority_of(ctx: JobContext, pods: Mapping[str, Obj], facts: QueueFacts) -> Obj:
+    """The Workload's priority, found as Kueue finds a job's: the job's
+    kueue.x-k8s.io/priority-class (a WorkloadPriorityClass), else its pods'
+    PriorityClass, else the cluster's default PriorityClass, else none."""
+    wanted = dig(ctx.job.raw, "metadata", "labels", LABEL_PRIORITY_CLASS)
+    if isinstance(wanted, str) and wanted in facts.workload_priorities:
+        ref = {"group": KUEUE_GROUP, "kind": "WorkloadPriorityClass", "name": wanted}
+        return {"priorityClassRef": ref, "priority": facts.workload_priorities[wanted]}
+    names = [dig(pod, "spec", "priorityClassName") for pod in pods.values()]
+    name = next((n for n in names if isinstance(n, str) and n), facts.default_pod_priority)
+    if name and name in facts.pod_priorities:
+        ref = {"group": "scheduling.k8s.io", "kind": "PriorityClass", "name": name}
+        return {"priorityClassRef": ref, "priority": facts.pod_priorities[name]}
+    return {}
+
+
+def missing_priority(ctx: JobContext, facts: QueueFacts) -> str | None:
+    """The WorkloadPriorityClass the job names but the cluster lacks."""
+    wanted = dig(ctx.job.raw, "metadata", "labels", LABEL_PRIORITY_CLASS)
+    if isinstance(wanted, str) and wanted and wanted not in facts.workload_priorities:
+        return wanted
+    return None
+
+
+def pod_sets_differ(workload: WorkloadView, wanted: Obj) -> bool:
+    """Whether the Workload asks for other pods than the job would create:
+    other counts or requests (what the API server defaults in a template
+    does not count, or every pass would rewrite it)."""
+    return _asks(dig(workload.obj, "spec", "podSets")) != _asks(dig(wanted, "spec", "podSets"))
+
+
+def _asks(pod_sets: object) -> list[tuple[object, ...]]:
+    return [
+        (
+            ps.get("name"),
+            ps.get("count", 1),
+            ps.get("minCount"),
+            [
+                (c.get("name"), c.get("resources") or {})
+                for group in ("initContainers", "containers")
+                for c in as_list(dig(ps, "template", "spec", group))
+                if isinstance(c, dict)
+            ],
+        )
+        for ps in as_list(pod_sets)
+        if isinstance(ps, dict)
+    ]
+
+
+def placements(workload: WorkloadView, facts: QueueFacts) -> dict[str, Placement] | None:
+    """Where and how many pods of each role the admission lets in, by pod
+    set name; None while a flavor it names is not in the cache yet."""
+    updates = _pod_set_updates(workload)
+    out: dict[str, Placement] = {}
+    for assignment in as_list(workload.admission.get("podSetAssignments")):
+        if not isinstance(assignment, dict) or not isinstance(assignment.get("name"), str):
+            continue
+        selector: dict[str, str] = {}
+        tolerations: list[Obj] = []
+        for flavor_name in string_map(assignment.get("flavors")).values():
+            flavor = facts.flavors.get(flavor_name)
+            if flavor is None:
+                return None
+            selector |= string_map(dig(flavor, "spec", "nodeLabels"))
+            tolerations += [
+                t for t in as_list(dig(flavor, "spec", "tolerations")) if t not in tolerations
+            ]
+        name = assignment["name"]
+        update = updates.get(name, {})
+        selector |= string_map(update.get("nodeSelector"))
+        tolerations += [t for t in as_list(update.get("tolerations")) if t not in tolerations]
+        count = assignment.get("count")
+        out[name] = Placement(
+            count=count if is_int(count) and count >= 0 else 0,
+            node_selector=selector,
+            tolerations=tuple(tolerations),
+            labels=string_map(update.get("labels")) | {LABEL_PODSET: name},
+            annotations=string_map(update.get("annotations")),
+        )
+    return out
+
+
+def _pod_set_updates(workload: WorkloadView) -> dict[str, Obj]:
+    """What the admission checks add to each pod set's pods, merged."""
+    merged: dict[str, Obj] = {}
+    for check in as_list(dig(workload.obj, "status", "admissionChecks")):
+        for update in as_list(dig(check, "podSetUpdates")):
+            if isinstance(update, dict) and isinstance(update.get("name"), str):
+                into = merged.setdefault(update["name"], {})
+                for key in ("labels", "annotations", "nodeSelector"):
+                    into[key] = string_map(into.get(key)) | string_map(update.get(key))
+                into["tolerations"] = as_list(into.get("tolerations")) + as_list(
+                    update.get("tolerations")
+                )
+    return merged
+
+
+def place(pod: Obj, placement: Placement) -> Obj:
+    """A pod of an admitted job where its admission puts it."""
+    meta, spec = pod["metadata"], pod["spec"]
+    meta["labels"] = dict(meta.get("labels") or {}) | dict(placement.labels)
+    if placement.annotations:
+        meta["annotations"] = dict(meta.get("annotations") or {}) | dict(placement.annotations)
+    if placement.node_selector:
+        spec["nodeSelector"] = dict(spec.get("nodeSelector") or {}) | dict(placement.node_selector)
+    if placement.tolerations:
+        have = as_list(spec.get("tolerations"))
+        spec["tolerations"] = have + [t for t in placement.tolerations if t not in have]
+    return pod
+
+
+# -- status edits Kueue leaves to the integration -------------------------------------
+
+
+def set_condition(
+    status: Obj, type_: str, value: bool, reason: str, message: str, now: str, generation: object
+) -> bool:
+    """metav1's SetStatusCondition on a Workload's status: the transition
+    time moves only when the status flips. Whether anything changed."""
+    conditions = [c for c in as_list(status.get("conditions")) if isinstance(c, dict)]
+    old = next((c for c in conditions if c.get("type") == type_), None)
+    text = "True" if value else "False"
+    new: Obj = {
+        "type": type_,
+        "status": text,
+        "reason": reason,
+        "message": message[:MAX_MESSAGE],
+        "lastTransitionTime": now
+        if old is None or old.get("status") != text
+        else old.get("lastTransitionTime", now),
+    }
+    if is_int(generation):
+        new["observedGeneration"] = generation
+    if old is not None and all(old.get(k) == v for k, v in new.items()):
+        return False
+    status["conditions"] = [new if c is old else c for c in conditions] + ([] if old else [new])
+    return True
+
+
+def released(workload: WorkloadView, now: datetime, stamp: str) -> Obj:
+    """The Workload after its evicted job's pods are gone: the quota given
+    back and the Workload queued again (or held, for reasons Kueue itself
+    requeues later), as jobframework does (KUEUE.md §4)."""
+    obj = copy.deepcopy(workload.obj)
+    status = obj.setdefault("status", {})
+    generation = dig(obj, "metadata", "generation")
+    reason, message = workload.reason(EVICTED), workload.message(EVICTED)
+    requeue = reason in REQUEUED_AT_ONCE
+    set_condition(status, REQUEUED, requeue, reason or "Evicted", message, stamp, generation)
+    set_condition(status, QUOTA_RESERVED, False, "Pending", message, stamp, generation)
+    status.pop("admission", None)
+    if workload.true(ADMITTED):
+        since = parse_time(workload.conditions[ADMITTED].get("lastTransitionTime"))
+        ran = int((now - since).total_seconds()) if since else 0
+        past = status.get("accumulatedPastExecutionTimeSeconds")
+        status["accumulatedPastExecutionTimeSeconds"] = (past if is_int(past) else 0) + max(0, ran)
+    set_condition(
+        status,
+        ADMITTED,
+        False,
+        "NoReservation",
+        "The workload has no reservation",
+        stamp,
+        generation,
+    )
+    return obj
+
+
+def with_conditions(
+    workload: WorkloadView, edits: Sequence[tuple[str, bool, str, str]], stamp: str
+) -> Obj | None:
+    """The Workload with these (type, status, reason, message) conditions
+    set; None when it has them already."""
+    obj = copy.deepcopy(workload.obj)
+    status = obj.setdefault("status", {})
+    generation = dig(obj, "metadata", "generation")
+    changed = False
+    for type_, value, reason, message in edits:
+        changed = set_condition(status, type_, value, reason, message, stamp, generation) or changed
+    return obj if changed else None

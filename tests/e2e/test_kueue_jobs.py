@@ -1,0 +1,369 @@
+"""dlk8s jobs through Kueue's queues (docs/kueue.md): a cluster of this
+module's own, with Kueue's pinned release beside it (waitForPodsReady on),
+the chart installed with kueue.enabled=true, and the operator running with
+the chart's ServiceAccount, so its Kueue RBAC is the chart's.
+
+What Kueue decides is Kueue's: the tests only submit jobs and read what
+Kueue and the operator made of them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from dlk8s_dev import kueue
+from dlk8s_dev.localcluster import LocalCluster, NodeSpec, missing_tools
+from dlk8s_dev.localdeploy import OperatorProcess, install_chart
+
+from .helpers import (
+    apply,
+    condition,
+    finish_pod,
+    get_json,
+    job_status,
+    pods_of,
+    temporary_namespace,
+    wait_for_state,
+    wait_until,
+)
+
+GPU = "nvidia.com/gpu"
+QUOTA_GPUS = 8
+FLAVOR, TAINTED = "gpus", "tainted-gpus"
+POOL = {"pool": "team-gpus"}
+TOLERATION = {"key": "team", "operator": "Equal", "value": "a", "effect": "NoSchedule"}
+# Kueue's waitForPodsReady timeout: an admitted job whose pods do not all
+# run by then is evicted; the test waits past it.
+PODS_READY_TIMEOUT = 20
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LocalCluster]:
+    nodes = [NodeSpec(f"gpu-node-{i}", gpu=8) for i in range(2)]
+    wait = {"timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False}
+    own = LocalCluster(nodes=nodes, kueue=True, kueue_options={"wait_for_pods_ready": wait})
+    missing = missing_tools(own.tools_bin) + kueue.missing_tools(own.tools_bin)
+    if missing:
+        pytest.skip(f"Kueue's tools missing: {missing} (run `make tools`)")
+    own.start()
+    try:
+        yield own
+    finally:
+        own.stop()
+
+
+@pytest.fixture(scope="module")
+def operator(cluster: LocalCluster) -> Iterator[OperatorProcess]:
+    install = install_chart(cluster, sets=("cloud=gke", "kueue.enabled=true"))
+    process = OperatorProcess(install, name="kueue-operator").start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture
+def namespace(cluster: LocalCluster, operator: OperatorProcess) -> Iterator[str]:
+    with temporary_namespace(cluster) as name:
+        yield name
+
+
+def kueue_object(kind: str, name: str, spec: dict[str, Any], namespace: str = "") -> dict[str, Any]:
+    meta = {"name": name} | ({"namespace": namespace} if namespace else {})
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, "metadata": meta, "spec": spec}
+
+
+def make_queue(
+    cluster: LocalCluster, namespace: str, name: str, flavor: str, preemption: bool = False
+) -> str:
+    """A ClusterQueue of QUOTA_GPUS on `flavor` only for `namespace`, and its LocalQueue."""
+    quota = {"cpu": "64", "memory": "256Gi", GPU: str(QUOTA_GPUS)}
+    spec: dict[str, Any] = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "resourceGroups": [
+            {
+                "coveredResources": list(quota),
+                "flavors": [
+                    {
+                        "name": flavor,
+                        "resources": [{"name": r, "nominalQuota": q} for r, q in quota.items()],
+                    }
+                ],
+            }
+        ],
+    }
+    if preemption:
+        spec["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    cq = f"{namespace}-{name}"
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(kueue_object("ClusterQueue", cq, spec)))
+    apply(cluster, namespace, kueue_object("LocalQueue", name, {"clusterQueue": cq}, namespace))
+    wait_until(lambda: is_true(get_json(cluster, "clusterqueue", cq), "Active"), what=f"{cq}")
+    return name
+
+
+@pytest.fixture(scope="module")
+def flavors(cluster: LocalCluster) -> None:
+    plain = kueue_object("ResourceFlavor", FLAVOR, {})
+    tainted = kueue_object(
+        "ResourceFlavor", TAINTED, {"nodeLabels": POOL, "tolerations": [TOLERATION]}
+    )
+    for flavor in (plain, tainted):
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(flavor))
+
+
+def is_true(obj: dict[str, Any], kind: str) -> bool:
+    found = condition(obj.get("status", {}), kind)
+    return found is not None and found["status"] == "True"
+
+
+def tfjob(name: str, queue: str, gpus_per_pod: int = 1, workers: int = 3) -> dict[str, Any]:
+    """A TFJob of 1 MASTER and `workers` WORKERs in `queue`."""
+    resources = {
+        "requests": {"cpu": "100m", GPU: str(gpus_per_pod)},
+        "limits": {GPU: str(gpus_per_pod)},
+    }
+    container = {"name": "tensorflow", "image": "tensorflow:latest", "resources": resources}
+    specs = [
+        {
+            "tfReplicaType": role,
+            "replicas": count,
+            "template": {"spec": {"containers": [copy.deepcopy(container)]}},
+        }
+        for role, count in (("MASTER", 1), ("WORKER", workers))
+    ]
+    return {
+        "apiVersion": "dlk8s.io/v1alpha1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
+        "spec": {"replicaSpecs": specs},
+    }
+
+
+def workload_of(cluster: LocalCluster, namespace: str, job: str) -> dict[str, Any] | None:
+    items = get_json(
+        cluster, "workloads.kueue.x-k8s.io", "-n", namespace, "-l", f"dlk8s.io/job-name={job}"
+    )["items"]
+    return items[0] if items else None
+
+
+def admitted_gpus(cluster: LocalCluster, namespace: str) -> int:
+    items = get_json(cluster, "workloads.kueue.x-k8s.io", "-n", namespace)["items"]
+    return sum(
+        int(a["resourceUsage"].get(GPU, 0))
+        for w in items
+        if is_true(w, "QuotaReserved")
+        for a in w["status"]["admission"]["podSetAssignments"]
+    )
+
+
+def test_a_quota_of_8_gpus_admits_two_tfjobs_of_4_and_the_third_when_one_goes(
+    cluster: LocalCluster, namespace: str, flavors: None
+) -> None:
+    queue = make_queue(cluster, namespace, "team", FLAVOR)
+    names = ["tf-a", "tf-b", "tf-c"]
+    samples: list[int] = []
+    for name in names:
+        apply(cluster, namespace, tfjob(name, queue))
+
+    def two_running() -> set[str]:
+        samples.append(admitted_gpus(cluster, namespace))
+        return {n for n in names if len(pods_of(cluster, namespace, n)) == 4}
+
+    running = wait_until(lambda: len(two_running()) == 2 and two_running(), what="two jobs' pods")
+    (third,) = set(names) - running
+    waiting = workload_of(cluster, namespace, third)
+    assert waiting is not None
+    assert not is_true(waiting, "QuotaReserved")
+    assert pods_of(cluster, namespace, third) == {}
+    status = job_status(cluster, namespace, "TFJob", third)
+    assert status["phase"] == "Queued"
+    queued = condition(status, "Queued")
+    assert queued is not None
+    assert queued["status"] == "True"
+    assert "insufficient unused quota" in queued["message"]
+    for name in running:
+        assert (
+            condition(job_status(cluster, namespace, "TFJob", name), "Admitted")["status"] == "True"
+        )
+    gone = sorted(running)[0]
+    cluster.kubectl("delete", "tfjob", gone, "-n", namespace, "--wait=true")
+    wait_until(lambda: len(two_running() & {third}) == 1, what=f"{third} admitted once {gone} went")
+    assert max(samples) <= QUOTA_GPUS, "never more admitted than the quota"
+
+
+def kind_specs(queue: str) -> dict[str, dict[str, Any]]:
+    """One small job of every kind, each container asking for CPU."""
+    ask = {"requests": {"cpu": "100m", "memory": "64Mi"}}
+
+    def template(container: str) -> dict[str, Any]:
+        return {
+            "spec": {
+                "containers": [{"name": container, "image": f"{container}:1", "resources": ask}]
+            }
+        }
+
+    return {
+        "TFJob": {
+            "replicaSpecs": [
+                {"tfReplicaType": "MASTER", "replicas": 1, "template": template("tensorflow")},
+                {"tfReplicaType": "PS", "replicas": 1, "template": template("tensorflow")},
+            ]
+        },
+        "MXJob": {
+            "replicaSpecs": [
+                {"mxReplicaType": r, "replicas": 1, "template": template("mxnet")}
+                for r in ("SCHEDULER", "SERVER", "WORKER")
+            ]
+        },
+        "Caffe2Job": {
+            "backendSpecs": {"backendType": "redis"},
+            "replicaSpecs": [
+                {"replicaType": "MASTER", "replicas": 1, "template": template("caffe2")},
+                {"replicaType": "WORKER", "replicas": 1, "template": template("caffe2")},
+            ],
+        },
+        "PyTorchJob": {
+            "replicaSpecs": [
+                {"pytorchReplicaType": "MASTER", "replicas": 1, "template": template("pytorch")},
+                {"pytorchReplicaType": "WORKER", "replicas": 2, "template": template("pytorch")},
+            ]
+        },
+        "PaddleJob": {
+            "image": "example/paddle:1",
+            "faultTolerant": True,
+            "trainer": {
+                "entrypoint": "python train.py",
+                "minInstance": 2,
+                "maxInstance": 2,
+                "resources": ask,
+            },
+            "pserver": {"minInstance": 1, "maxInstance": 1, "resources": ask},
+        },
+    }
+
+
+def requests_of(containers: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+    return sorted((c["name"], c.get("resources", {}).get("requests", {})) for c in containers)
+
+
+def test_every_kind_waits_in_a_queue_and_asks_for_what_its_pods_do(
+    cluster: LocalCluster, namespace: str, flavors: None
+) -> None:
+    queue = make_queue(cluster, namespace, "kinds", FLAVOR)
+    for kind, spec in kind_specs(queue).items():
+        name = f"{kind.lower()}-q"
+        meta = {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}}
+        apply(
+            cluster,
+            namespace,
+            {"apiVersion": "dlk8s.io/v1alpha1", "kind": kind, "metadata": meta, "spec": spec},
+        )
+    for kind in kind_specs(queue):
+        name = f"{kind.lower()}-q"
+        workload = wait_until(
+            lambda n=name: (
+                (w := workload_of(cluster, namespace, n)) and is_true(w, "Admitted") and w
+            ),
+            what=f"{kind}'s Workload admitted",
+        )
+        pod_sets = {ps["name"]: ps for ps in workload["spec"]["podSets"]}
+        want = sum(ps["count"] for ps in pod_sets.values())
+        pods = wait_until(
+            lambda n=name, k=want: len(p := pods_of(cluster, namespace, n)) == k and p,
+            what=f"{kind}'s {want} pods",
+        )
+        for pod in pods.values():
+            role = pod["metadata"]["labels"]["dlk8s.io/replica-type"]
+            pod_set = pod_sets[role]
+            assert pod["metadata"]["labels"]["kueue.x-k8s.io/podset"] == role
+            template = pod_set["template"]["spec"]
+            assert requests_of(template["containers"]) == requests_of(pod["spec"]["containers"]), (
+                kind,
+                role,
+            )
+            assert requests_of(template.get("initContainers", [])) == requests_of(
+                pod["spec"].get("initContainers", [])
+            ), (kind, role)
+            # Kueue's pod webhook left the pod to dlk8s: no gate, no Workload of its own.
+            assert "kueue.x-k8s.io/managed" not in pod["metadata"]["labels"]
+
+
+def test_a_higher_priority_job_preempts_a_running_one_which_comes_back_and_completes(
+    cluster: LocalCluster, namespace: str, flavors: None
+) -> None:
+    queue = make_queue(cluster, namespace, "prio", FLAVOR, preemption=True)
+    for name, value in (("low", 10), ("high", 1000)):
+        wpc = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": f"{namespace}-{name}"},
+            "value": value,
+        }
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(wpc))
+    low, high = tfjob("victim", queue, gpus_per_pod=2), tfjob("urgent", queue, gpus_per_pod=2)
+    low["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = f"{namespace}-low"
+    high["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = f"{namespace}-high"
+    low["spec"]["runPolicy"] = {"backoffLimit": 0}
+    apply(cluster, namespace, low)
+    wait_until(lambda: len(pods_of(cluster, namespace, "victim")) == 4, what="the victim's pods")
+    apply(cluster, namespace, high)
+    wait_until(
+        lambda: len(pods_of(cluster, namespace, "urgent")) == 4, what="the urgent job's pods"
+    )
+    assert pods_of(cluster, namespace, "victim") == {}, "the victim's pods are gone"
+    status = job_status(cluster, namespace, "TFJob", "victim")
+    evicted = condition(status, "Evicted")
+    assert evicted is not None
+    assert evicted["status"] == "True"
+    assert evicted["reason"] == "Preempted"
+    assert status["phase"] == "Queued"
+    assert status.get("restartCount", 0) == 0
+    wl = workload_of(cluster, namespace, "victim")
+    assert wl is not None
+    assert not is_true(wl, "QuotaReserved"), "the quota was given back"
+    cluster.kubectl("delete", "tfjob", "urgent", "-n", namespace, "--wait=true")
+    pods = wait_until(
+        lambda: len(p := pods_of(cluster, namespace, "victim")) == 4 and p, what="the victim back"
+    )
+    for pod in pods:
+        finish_pod(cluster, namespace, pod, 0)
+    done = wait_for_state(cluster, namespace, "TFJob", "victim", "Succeeded")
+    assert done.get("restartCount", 0) == 0
+    wl = wait_until(
+        lambda: (w := workload_of(cluster, namespace, "victim")) and is_true(w, "Finished") and w,
+        what="the victim's Workload finished",
+    )
+    assert condition(wl["status"], "Finished")["reason"] == "Succeeded"
+
+
+def test_a_flavors_labels_and_tolerations_reach_the_pods_which_stay_admitted_while_running(
+    cluster: LocalCluster, namespace: str, flavors: None
+) -> None:
+    for node in ("gpu-node-0", "gpu-node-1"):
+        cluster.kubectl("label", "node", node, "pool=team-gpus", "--overwrite")
+    queue = make_queue(cluster, namespace, "tainted", TAINTED)
+    apply(cluster, namespace, tfjob("placed", queue))
+    pods = wait_until(
+        lambda: len(p := pods_of(cluster, namespace, "placed")) == 4 and p, what="the pods"
+    )
+    for pod in pods.values():
+        assert pod["spec"]["nodeSelector"]["pool"] == POOL["pool"]
+        assert TOLERATION in pod["spec"]["tolerations"]
+    wait_until(
+        lambda: (
+            (w := workload_of(cluster, namespace, "placed")) is not None and is_true(w, "PodsReady")
+        ),
+        what="PodsReady on the Workload",
+    )
+    time.sleep(PODS_READY_TIMEOUT + 5)
+    wl = workload_of(cluster, namespace, "placed")
+    assert wl is not None
+    assert is_true(wl, "Admitted")
+    assert not is_true(wl, "Evicted")
+    assert len(pods_of(cluster, namespace, "placed")) == 4
