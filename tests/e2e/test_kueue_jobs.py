@@ -32,6 +32,7 @@ from .helpers import (
     wait_for_state,
     wait_until,
 )
+from .test_rbac import granted, used
 
 GPU = "nvidia.com/gpu"
 QUOTA_GPUS = 8
@@ -367,3 +368,58 @@ def test_a_flavors_labels_and_tolerations_reach_the_pods_which_stay_admitted_whi
     assert is_true(wl, "Admitted")
     assert not is_true(wl, "Evicted")
     assert len(pods_of(cluster, namespace, "placed")) == 4
+
+
+KUEUE_RESOURCES = {
+    f"{plural}.kueue.x-k8s.io"
+    for plural in ("workloads", "localqueues", "resourceflavors", "workloadpriorityclasses")
+} | {"workloads.kueue.x-k8s.io/status", "priorityclasses.scheduling.k8s.io"}
+# Granted though a run seldom needs it: a create that finds the Workload's
+# name taken (a cache behind the API server) looks whose it is.
+SELDOM = {("workloads.kueue.x-k8s.io", "get")}
+
+
+def kueue_permissions(found: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    return {
+        (r, v) for r, v in found if r in KUEUE_RESOURCES or (r, v) == ("jobs.dlk8s.io", "patch")
+    }
+
+
+def test_the_operator_is_granted_exactly_the_kueue_calls_it_makes(
+    cluster: LocalCluster, namespace: str, flavors: None, operator: OperatorProcess
+) -> None:
+    """Last in the module: after the tests above, the paths they did not
+    take: a namespace's default LocalQueue (the job labelled), a waiting
+    job's replicas changed (its Workload patched), and a suspension (the
+    Workload deleted)."""
+    make_queue(cluster, namespace, "default", FLAVOR)
+    unlabelled = tfjob("by-default", "default")
+    del unlabelled["metadata"]["labels"]
+    apply(cluster, namespace, unlabelled)
+    wait_until(lambda: len(pods_of(cluster, namespace, "by-default")) == 4, what="its pods")
+    labels = get_json(cluster, "tfjob", "by-default", "-n", namespace)["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "default"
+    apply(cluster, namespace, tfjob("too-big", "default", gpus_per_pod=4))
+
+    def worker_count() -> int | None:
+        wl = workload_of(cluster, namespace, "too-big")
+        sets = {ps["name"]: ps["count"] for ps in (wl or {}).get("spec", {}).get("podSets", [])}
+        return sets.get("worker")
+
+    wait_until(lambda: worker_count() == 3, what="the waiting job's Workload")
+    job = get_json(cluster, "tfjob", "too-big", "-n", namespace)
+    job["spec"]["replicaSpecs"][1]["replicas"] = 1
+    cluster.kubectl("replace", "-f", "-", input=json.dumps(job))
+    wait_until(lambda: worker_count() == 1, what="the Workload asking for one WORKER")
+    suspend = json.dumps({"spec": {"runPolicy": {"suspend": True}}})
+    cluster.kubectl("patch", "tfjob", "too-big", "-n", namespace, "--type=merge", "-p", suspend)
+    wait_until(lambda: workload_of(cluster, namespace, "too-big") is None, what="Workload gone")
+    assert pods_of(cluster, namespace, "too-big") == {}
+    install = operator.install
+    cluster.kubectl("create", "serviceaccount", "bare", "-n", namespace)
+    baseline = granted(cluster, f"system:serviceaccount:{namespace}:bare", install.namespace)
+    sa = f"system:serviceaccount:{install.namespace}:{install.service_account}"
+    chart = kueue_permissions(granted(cluster, sa, install.namespace) - baseline)
+    calls = kueue_permissions(used(operator))
+    assert calls <= chart, f"used but not granted: {sorted(calls - chart)}"
+    assert chart - SELDOM == calls, f"granted but not used: {sorted(chart - SELDOM - calls)}"

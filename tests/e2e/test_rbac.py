@@ -36,7 +36,16 @@ from .helpers import (
 Permission = tuple[str, str]
 
 JOB_KINDS = ("tfjobs", "mxjobs", "caffe2jobs", "paddlejobs", "pytorchjobs")
-GROUPS = {"deployments": "apps", "leases": "coordination.k8s.io"}
+GROUPS = {
+    "deployments": "apps",
+    "leases": "coordination.k8s.io",
+    "priorityclasses": "scheduling.k8s.io",
+    # Kueue's, granted with kueue.enabled (test_kueue_jobs.py)
+    **dict.fromkeys(
+        ("workloads", "localqueues", "resourceflavors", "workloadpriorityclasses"),
+        "kueue.x-k8s.io",
+    ),
+}
 # Granted though no request of ours carries it: with the admission plugin
 # OwnerReferencesPermissionEnforcement, creating a child whose
 # ownerReference sets blockOwnerDeletion needs `update` on the owner's
