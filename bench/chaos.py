@@ -1,14 +1,15 @@
 """The chaos suite: faults an operator of a real cluster meets, on the local
 control plane (`make chaos`; not part of `make test`).
 
-    make chaos                                   # the full run, ~10 minutes
+    make chaos                                   # the full run, ~12 minutes
     .tools/venv/bin/python bench/chaos.py --short  # fewer jobs and kills
 
-One local control plane (4 kwok nodes), the chart installed, the operator run
-as a local process with the chart's ServiceAccount, restarted like a kubelet
-would if it exits on its own (each such restart is counted). The jobs of
-scenarios 1-4 and 6 are TFJobs and, every third, a PyTorchJob (a MASTER and
-WORKERs; in 1 and 6 every other of those is elastic: WORKERs only, with an
+One local control plane (4 kwok nodes; scenario 7 gets a second one, with
+Kueue, once 1-6 are done), the chart installed, the operator run as a local
+process with the chart's ServiceAccount, restarted like a kubelet would if it
+exits on its own (each such restart is counted). The jobs of
+scenarios 1-4, 6 and 7 are TFJobs and, every third, a PyTorchJob (a MASTER and
+WORKERs; in 1, 6 and 7 every other of those is elastic: WORKERs only, with an
 elasticPolicy); on kwok their MASTER (an elastic job's WORKERs) ends with 0
 after a while. Scenarios, each in a namespace of its own:
 
@@ -28,14 +29,20 @@ after a while. Scenarios, each in a namespace of its own:
    not be touched;
 6. drain-taint: one node drained with `kubectl drain` and another tainted
    NoExecute while 50 jobs run: every pod there is disrupted and recreated
-   elsewhere, every job must end Done with no restart counted (issue 30).
+   elsewhere, every job must end Done with no restart counted (issue 30);
+7. kueue: the operator and Kueue's manager SIGKILLed at random moments while
+   Kueue admits and preempts 50 queued jobs (bench/chaos_kueue.py), on a
+   cluster of its own with Kueue beside it, so that 1-6 run without Kueue.
 
 For each: duplicate pods (more than one pod per replica, or more creations
-than replicas), orphans (pods whose job is gone, or still running after it
-finished), wrong final states, lost jobs (never given a status), API
-requests and log lines per second of the operator during the outage, and
-operator restarts. Pods are followed by a watch of the suite's own, every
-creation counted by uid. The table goes to bench/results/chaos.md.
+than replicas; in 6 and 7, where pods are recreated by design, a pod created
+while another of its replica still existed), orphans (pods whose job is
+gone, or still running after it finished), wrong final states, lost jobs
+(never given a status; in 7, never finished), API requests and log lines
+per second of the operator during the outage, and operator restarts; for 7
+also pods of jobs Kueue had not admitted, samples over the queue's quota and
+quota left reserved at the end. Pods are followed by a watch of the suite's
+own, every creation counted by uid. The table goes to bench/results/chaos.md.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -170,6 +177,14 @@ class Life:
     # one slot that overlap are a duplicate even where pods are recreated.
     born: float = field(default_factory=time.monotonic)
     died: float | None = None
+    # Its resourceVersion when first seen: its creation's (unless a relist
+    # came first), to place it among other objects' changes (chaos_kueue).
+    version: int = 0
+
+
+def owner_uid(meta: dict[str, Any]) -> str:
+    """The uid of an object's controlling owner (its job), or ""."""
+    return next((r["uid"] for r in meta.get("ownerReferences") or [] if r.get("controller")), "")
 
 
 class Ledger:
@@ -194,13 +209,11 @@ class Ledger:
     def _seen(self, pod: dict[str, Any]) -> None:
         meta = pod["metadata"]
         labels = meta.get("labels") or {}
-        owner = next(
-            (r["uid"] for r in meta.get("ownerReferences") or [] if r.get("controller")), ""
-        )
         slot = (labels.get(LABEL_REPLICA_TYPE, ""), labels.get(LABEL_REPLICA_INDEX, ""))
+        job, version = labels.get(LABEL_JOB_NAME, ""), int(meta.get("resourceVersion") or 0)
         with self._lock:
             life = self.pods.setdefault(
-                meta["uid"], Life(meta["namespace"], labels.get(LABEL_JOB_NAME, ""), slot, owner)
+                meta["uid"], Life(meta["namespace"], job, slot, owner_uid(meta), version=version)
             )
             life.phase = (pod.get("status") or {}).get("phase", "")
 
@@ -359,13 +372,25 @@ class Row:
     restarts: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # Scenario 7's (chaos_kueue); None elsewhere.
+    unadmitted: int | None = None
+    over_quota: int | None = None
+    leaked_quota: int | None = None
+
+    def must_be_zero(self) -> int:
+        queued = (self.unadmitted, self.over_quota, self.leaked_quota)
+        found = (self.duplicates, self.orphans, self.wrong, self.lost, self.restarts)
+        return sum(found) + sum(n or 0 for n in queued)
 
 
 class Suite:
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: argparse.Namespace, kueue: bool = False) -> None:
         self.args = args
         nodes = [NodeSpec(f"kwok-node-{i}", cpu="64", memory="256Gi") for i in range(4)]
-        self.cluster = LocalCluster(nodes=nodes)
+        # Kueue only on the cluster of the scenarios that queue jobs: its pod
+        # webhook would otherwise sit in the path of every other one's pods.
+        self.cluster = LocalCluster(nodes=nodes, kueue=kueue)
+        self.sets = ("cloud=gke", "kueue.enabled=true") if kueue else ("cloud=gke",)
         self.kube: Kube
         self.install: Install
         self.ledger: Ledger
@@ -481,17 +506,15 @@ class Suite:
 
     # -- the run --
 
-    def run(self) -> list[Row]:
+    def run(self, scenarios: Sequence[Callable[[Suite], Row]]) -> list[Row]:
         began = time.monotonic()
         self.cluster.start()
         try:
-            self.install = install_chart(self.cluster)
+            self.install = install_chart(self.cluster, sets=self.sets)
             self.kube = Kube(self.cluster.api_client())
             self.ledger = Ledger(self.kube).start()
             rows = []
-            for scenario in SCENARIOS:
-                if self.args.only and scenario.__name__ not in self.args.only:
-                    continue
+            for scenario in scenarios:
                 started = time.monotonic()
                 log(f"-- {scenario.__name__}")
                 row = scenario(self)
@@ -931,16 +954,21 @@ def table(rows: list[Row], wall: float, args: argparse.Namespace) -> str:
     def rate(value: float | None) -> str:
         return "—" if value is None else f"{value:.1f}"
 
+    def count(value: int | None) -> str:
+        return "—" if value is None else str(value)
+
     columns = (
         "scenario", "jobs", "duplicate pods", "orphans", "wrong final states", "lost jobs",
+        "pods of unadmitted jobs", "samples over quota", "leaked quota",
         "API req/s in the outage", "log lines/s in the outage", "operator restarts", "took",
         "notes",
     )  # fmt: skip
-    lines = ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * 9 + "---|"]
+    lines = ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * 12 + "---|"]
     for r in rows:
         cells = (
-            r.scenario, r.jobs, r.duplicates, r.orphans, r.wrong, r.lost, rate(r.api_rps),
-            rate(r.log_lps), r.restarts, f"{r.seconds:.0f}s", "; ".join(r.notes),
+            r.scenario, r.jobs, r.duplicates, r.orphans, r.wrong, r.lost, count(r.unadmitted),
+            count(r.over_quota), count(r.leaked_quota), rate(r.api_rps), rate(r.log_lps),
+            r.restarts, f"{r.seconds:.0f}s", "; ".join(r.notes),
         )  # fmt: skip
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     run = "make chaos" + (" (--short)" if args.short else "")
@@ -952,7 +980,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--short", action="store_true", help="fewer jobs and kills (a few minutes)")
     p.add_argument("--seed", type=int, default=14)
-    p.add_argument("--only", nargs="*", default=[], help="scenario function names")
+    p.add_argument(
+        "--only", nargs="*", default=[], help="scenario function names (drain_taint, kueue, ...)"
+    )
     p.add_argument("--out", type=Path, default=RESULTS)
     return p.parse_args(argv)
 
@@ -961,7 +991,14 @@ def main(argv: list[str] | None = None) -> int:
     interrupt_on_termination()  # SIGTERM and SIGHUP stop the run and its cluster as Ctrl-C does
     args = parse_args(argv)
     began = time.monotonic()
-    rows = Suite(args).run()
+    # chaos_kueue builds on this module's helpers: imported once it is whole.
+    from chaos_kueue import SCENARIOS as KUEUE_SCENARIOS
+
+    rows: list[Row] = []
+    for kueue, scenarios in ((False, SCENARIOS), (True, KUEUE_SCENARIOS)):
+        chosen = [s for s in scenarios if not args.only or s.__name__ in args.only]
+        if chosen:
+            rows += Suite(args, kueue=kueue).run(chosen)
     wall = time.monotonic() - began
     text = table(rows, wall, args)
     print(text)
@@ -969,9 +1006,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.md").write_text("# The chaos suite\n\n" + text)
     (args.out / f"{name}.json").write_text(json.dumps([r.__dict__ for r in rows], indent=2))
-    must_be_zero = sum(r.duplicates + r.orphans + r.wrong + r.lost + r.restarts for r in rows)
-    return 1 if must_be_zero else 0
+    return 1 if sum(r.must_be_zero() for r in rows) else 0
 
 
 if __name__ == "__main__":
+    # chaos_kueue imports this file as `chaos`: the same module, not a second copy.
+    sys.modules.setdefault("chaos", sys.modules[__name__])
     sys.exit(main())

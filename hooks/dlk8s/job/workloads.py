@@ -17,7 +17,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Final, TypeGuard
 
 from dlk8s.job.children import job_labels, manifest
 from dlk8s.job.kind import ChildView, JobContext, Placement, QueueFacts
@@ -80,6 +80,97 @@ class WorkloadView:
     @property
     def cluster_queue(self) -> str:
         return str(self.admission.get("clusterQueue") or "")
+
+
+class Stage:
+    """Where a queued job's Workload stands, in the order a pass tests it."""
+
+    NONE: Final = "none"  # none yet: to be created
+    FINISHED: Final = "finished"  # Kueue finished it while the job runs on
+    EVICTED: Final = "evicted"  # taken back: pods to delete, then the quota to free
+    ADMITTED: Final = "admitted"  # the pods may run
+    PENDING: Final = "pending"  # waiting for quota (or released after an eviction)
+
+
+@dataclass(frozen=True)
+class Queueing:
+    """A queued job's Workloads as one pass sees them, read in one call
+    (assess): what the queued path decides on, as plain fields."""
+
+    name: str  # the job's Workload
+    stage: str  # Stage
+    current: WorkloadView | None  # the Workload of that name, not being deleted
+    stale: tuple[Obj, ...]  # the job's other Workloads, to delete
+    wanted: Obj  # the Workload the job asks for now
+    missing_priority: str | None  # a WorkloadPriorityClass named but not found
+    differs: bool  # pending, and asking for other pods than `wanted`
+    # How many pods of each role the admission lets in, and where; None
+    # unless admitted, or while a flavor it names is not in the cache.
+    places: Mapping[str, Placement] | None
+    cluster_queue: str  # the admission's
+    message: str  # Kueue's words at this stage
+    evicted: tuple[str, str] | None  # Kueue's reason and message while Evicted is True
+    reserved: bool  # QuotaReserved is True
+    pods_ready: bool  # PodsReady is True
+
+
+def assess(ctx: JobContext, queue: str, pods: Mapping[str, Obj], facts: QueueFacts) -> Queueing:
+    """Where the job's Workload stands; `pods`: its first pod of each role."""
+    name = workload_name(ctx)
+    views = [read_workload(child) for child in ctx.job.children.workloads]
+    current = next((w for w in views if w.name == name and not w.terminating), None)
+    stale = tuple(w.obj for w in views if w is not current and not w.terminating)
+    wanted = workload_for(ctx, queue, pods, facts)
+    stage, message, places = Stage.NONE, "", None
+    if current is not None:
+        stage, message = _stage(current, bool(ctx.job.children.pods))
+        if stage == Stage.ADMITTED:
+            by_set = placements(current, facts)
+            places = None if by_set is None else _by_role(ctx, by_set)
+    evicted = (
+        (current.reason(EVICTED), current.message(EVICTED))
+        if current is not None and current.true(EVICTED)
+        else None
+    )
+    return Queueing(
+        name=name,
+        stage=stage,
+        current=current,
+        stale=stale,
+        wanted=wanted,
+        missing_priority=missing_priority(ctx, facts),
+        differs=_may_change(current, stage) and pod_sets_differ(current, wanted),
+        places=places,
+        cluster_queue=current.cluster_queue if current else "",
+        message=message,
+        evicted=evicted,
+        reserved=current is not None and current.true(QUOTA_RESERVED),
+        pods_ready=current is not None and current.true(PODS_READY),
+    )
+
+
+def _stage(workload: WorkloadView, has_pods: bool) -> tuple[str, str]:
+    """The stage of an existing Workload, and Kueue's words for it. Evicted
+    comes before Admitted: Kueue leaves both True until the integration
+    has given the quota back (KUEUE.md, pitfall 1)."""
+    if workload.true(FINISHED):
+        return Stage.FINISHED, workload.message(FINISHED)
+    if workload.true(EVICTED) and (workload.true(QUOTA_RESERVED) or has_pods):
+        return Stage.EVICTED, workload.message(EVICTED)
+    if workload.true(ADMITTED) and workload.true(QUOTA_RESERVED):
+        return Stage.ADMITTED, workload.message(ADMITTED)
+    return Stage.PENDING, workload.message(QUOTA_RESERVED)
+
+
+def _may_change(workload: WorkloadView | None, stage: str) -> TypeGuard[WorkloadView]:
+    """Kueue's webhook refuses a podSet change once quota is reserved."""
+    return workload is not None and stage == Stage.PENDING and not workload.true(QUOTA_RESERVED)
+
+
+def _by_role(ctx: JobContext, by_set: Mapping[str, Placement]) -> dict[str, Placement]:
+    return {
+        r.role: by_set[pod_set_name(r.role)] for r in ctx.replicas if pod_set_name(r.role) in by_set
+    }
 
 
 def read_workload(child: ChildView) -> WorkloadView:
@@ -314,6 +405,19 @@ def released(workload: WorkloadView, now: datetime, stamp: str) -> Obj:
         generation,
     )
     return obj
+
+
+def pods_ready(workload: WorkloadView, ready: bool, stamp: str) -> Obj | None:
+    """The Workload with PodsReady as jobframework keeps it: True once every
+    pod runs (or is done), False before (WaitForStart) and after one went
+    (WaitForRecovery); None when it says so already."""
+    if ready:
+        edit = (PODS_READY, True, "Started", "All pods are running or done")
+    elif workload.true(PODS_READY) or workload.reason(PODS_READY) == "WaitForRecovery":
+        edit = (PODS_READY, False, "WaitForRecovery", "A pod is being recreated")
+    else:
+        edit = (PODS_READY, False, "WaitForStart", "Not all pods are running yet")
+    return with_conditions(workload, [edit], stamp)
 
 
 def with_conditions(

@@ -340,9 +340,11 @@ class Controller:
         status = result.status
         if outcome.refusals:
             status = self._refused(job, result, outcome)
-        elif outcome.failures:
+        elif outcome.not_created:
             # Not written: it would count as created what was not (see
             # job.reconcile.slots.replica_statuses); the retry writes it.
+            # Other failures (a delete, a Workload's status while Kueue's
+            # webhook is away) do not hold back what the job's status says.
             raise outcome.failures[0]
         if status != job.get("status"):
             self._write_status(job, status)

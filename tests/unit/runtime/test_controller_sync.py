@@ -4,6 +4,7 @@ calls our client wrapper received are checked one by one."""
 
 from __future__ import annotations
 
+import copy
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,7 +14,7 @@ from dlk8s.job.names import EventType, Reason
 from dlk8s.runtime import controller as controller_module
 from dlk8s.runtime.controller import Controller, JobKey
 from dlk8s.runtime.errors import ApiError, NamespaceTerminatingError, TransportError
-from dlk8s.runtime.informer import Cache
+from dlk8s.runtime.informer import ADDED, Cache
 
 from ..support.controller import FIRST_PASS, KEY, count, drain, retried, run_one, watch_catches_up
 from ..support.fakes import RecordingKube
@@ -162,3 +163,25 @@ def test_an_unreachable_api_server_is_logged_once_per_job_not_per_retry(
     failed = [r for r in caplog.records if r.getMessage() == "reconcile failed; retrying"]
     assert [r.levelno for r in failed] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
     assert controller.queue.failures(KEY) == 3
+
+
+def test_a_failing_delete_still_writes_the_status_then_retries(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    """Only a failed create holds the status back (it would count a pod that
+    is not there); a delete that fails, like a Workload status write while
+    Kueue's webhook is away, must not keep the job's status from moving."""
+    controller.sync(KEY)
+    watch_catches_up(controller, kube, job_caches)
+    stray = copy.deepcopy(kube.objects[("pods", "ns", "example-job-worker-0")])
+    stray["metadata"]["name"] = "example-job-worker-9"
+    stray["metadata"]["labels"]["dlk8s.io/replica-index"] = "9"
+    stray["metadata"]["uid"] = "uid-stray"
+    controller.on_child("pods", ADDED)(stray)
+    kube.failures[("delete", "example-job-worker-9")] = ApiError(500, "Internal Server Error")
+    before = len(kube.calls)
+    assert run_one(controller) == ["error"]
+    after = kube.calls[before:]
+    assert ("delete", "pods", "ns", "example-job-worker-9") in after
+    assert ("update", "tfjobs/status", "ns", "example-job") in after
+    assert controller.queue.failures(KEY) == 1

@@ -16,7 +16,7 @@ with Kueue) is left running: queueing it would delete its pods.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -24,7 +24,7 @@ from dlk8s.job import naming
 from dlk8s.job.actions import Action, Event, Patch, ReplaceStatus, create_actions, delete_actions
 from dlk8s.job.children import POD
 from dlk8s.job.conditions import clear_condition, has_condition, set_condition
-from dlk8s.job.kind import JobContext, JobView, Placement, QueueFacts, Slot
+from dlk8s.job.kind import JobContext, JobView, Placement, Slot
 from dlk8s.job.names import (
     API_VERSION,
     KUEUE_API_VERSION,
@@ -39,22 +39,13 @@ from dlk8s.job.objects import Condition, Obj, dig
 from dlk8s.job.reconcile.slots import SlotView, replica_statuses
 from dlk8s.job.reconcile.view import Result
 from dlk8s.job.workloads import (
-    ADMITTED,
-    EVICTED,
-    FINISHED,
-    PODS_READY,
-    QUOTA_RESERVED,
     WORKLOAD,
+    Queueing,
+    Stage,
     WorkloadView,
-    missing_priority,
-    placements,
-    pod_set_name,
-    pod_sets_differ,
-    read_workload,
+    assess,
+    pods_ready,
     released,
-    with_conditions,
-    workload_for,
-    workload_name,
 )
 
 WITHOUT_KUEUE: Final = (
@@ -72,6 +63,7 @@ class Admission:
 
     ctx: JobContext
     workload: WorkloadView
+    cluster_queue: str  # the admission's
     actions: list[Action]
 
 
@@ -90,24 +82,16 @@ def gate(
 ) -> Result | Admission:
     """What Kueue lets a queued job do: wait (a Result), or run as admitted.
     `first_pods`: the first pod of each role as it would be created."""
-    job = ctx.job
-    facts = job.queueing
+    job, facts = ctx.job, ctx.job.queueing
     if facts is None or facts.problem:
         problem = WITHOUT_KUEUE if facts is None else facts.problem
         message = f"The job names LocalQueue {job.queue}, but {problem}"
         # Pods admitted before are left alone: the operator cannot tell
         # whether their admission still holds.
-        return waiting(
-            ctx, views, [], Reason.QUEUE_UNAVAILABLE, message, None, queued=False, keep_pods=True
-        )
-    name = workload_name(ctx)
-    mine = [read_workload(child) for child in job.children.workloads]
-    current = next((w for w in mine if w.name == name and not w.terminating), None)
+        return waiting(ctx, views, [], Reason.QUEUE_UNAVAILABLE, message, queued=False, keep=True)
+    q = assess(ctx, str(job.queue), first_pods, facts)
     actions: list[Action] = [
-        a
-        for w in mine
-        if w is not current and not w.terminating
-        for a in delete_actions(w.obj, WORKLOAD, "it is not the job's current Workload")
+        a for obj in q.stale for a in delete_actions(obj, WORKLOAD, "not the job's current one")
     ]
     if dig(job.raw, "metadata", "labels", LABEL_QUEUE_NAME) != job.queue:
         # Queued by its namespace's default LocalQueue: labelled as Kueue
@@ -115,99 +99,86 @@ def gate(
         # alone and the autoscaler knows Kueue sizes it.
         labels = {"metadata": {"labels": {LABEL_QUEUE_NAME: job.queue}}}
         actions.append(Patch(API_VERSION, ctx.kind.name, job.namespace, job.name, labels))
-    if current is None:
-        return _create(ctx, views, first_pods, facts, actions)
-    if current.true(FINISHED):
+    if q.stage == Stage.NONE:
+        return _create(ctx, views, q, actions)
+    if q.stage == Stage.FINISHED and q.current is not None:
         # Kueue finished it while the job runs on: a new one queues the job again.
-        actions += delete_actions(current.obj, WORKLOAD, "Kueue finished it before the job")
-        message = f"Kueue finished Workload {name}: {current.message(FINISHED)}"
-        return waiting(ctx, views, actions, Reason.PENDING, message, current)
-    if current.true(EVICTED) and (current.true(QUOTA_RESERVED) or job.children.pods):
-        return _evicted(ctx, views, current, actions)
-    if current.true(ADMITTED) and current.true(QUOTA_RESERVED):
-        return _admit(ctx, views, current, facts, actions)
-    wanted = workload_for(ctx, str(job.queue), first_pods, facts)
-    if not current.true(QUOTA_RESERVED) and pod_sets_differ(current, wanted):
+        actions += delete_actions(q.current.obj, WORKLOAD, "Kueue finished it before the job")
+        message = f"Kueue finished Workload {q.name}: {q.message}"
+        return waiting(ctx, views, actions, Reason.PENDING, message, q)
+    if q.stage == Stage.EVICTED:
+        return _evicted(ctx, views, q, actions)
+    if q.stage == Stage.ADMITTED:
+        return _admit(ctx, views, q, actions)
+    if q.differs:
         # Pending, the Workload may change: it asks for what the spec does now.
-        patch = {"spec": {"podSets": wanted["spec"]["podSets"]}}
-        actions.append(Patch(KUEUE_API_VERSION, "Workload", job.namespace, name, patch))
-    said = current.message(QUOTA_RESERVED) or "not admitted yet"
-    message = f"Waiting in LocalQueue {job.queue} (Workload {name}): {said}"
-    return waiting(ctx, views, actions, Reason.PENDING, message, current)
+        patch = {"spec": {"podSets": q.wanted["spec"]["podSets"]}}
+        actions.append(Patch(KUEUE_API_VERSION, "Workload", job.namespace, q.name, patch))
+    said = q.message or "not admitted yet"
+    message = f"Waiting in LocalQueue {job.queue} (Workload {q.name}): {said}"
+    return waiting(ctx, views, actions, Reason.PENDING, message, q)
 
 
 def _admit(
-    ctx: JobContext,
-    views: Sequence[SlotView],
-    workload: WorkloadView,
-    facts: QueueFacts,
-    actions: list[Action],
+    ctx: JobContext, views: Sequence[SlotView], q: Queueing, actions: list[Action]
 ) -> Result | Admission:
     """Kueue admitted the job: where its pods go, and how many. An elastic
     role admitted at another count than the job's first gets that count
     written to the job (its pods' environment follows it), then runs.
     Pods that run are kept while it waits here."""
     job = ctx.job
-    places = placements(workload, facts)
-    if places is None:
-        message = f"Admitted by {workload.cluster_queue}; waiting for its ResourceFlavors"
-        result = waiting(ctx, views, actions, Reason.PENDING, message, workload, keep_pods=True)
+    if q.places is None or q.current is None:
+        message = f"Admitted by {q.cluster_queue}; waiting for its ResourceFlavors"
+        result = waiting(ctx, views, actions, Reason.PENDING, message, q, keep=True)
         return replace(result, requeue_after=FLAVOR_WAIT)
     elastic = ctx.kind.elastic(job.raw)
-    given = places.get(pod_set_name(elastic.role)) if elastic is not None else None
+    given = q.places.get(elastic.role) if elastic is not None else None
     if elastic is not None and given is not None and elastic.requested != given.count:
         bounds = f"{elastic.minimum}..{elastic.maximum}"
-        why = f"admitted by Kueue's ClusterQueue {workload.cluster_queue} (within {bounds})"
+        why = f"admitted by Kueue's ClusterQueue {q.cluster_queue} (within {bounds})"
         patch = {"metadata": {"annotations": elastic.annotations(given.count, why)}}
         actions.append(Patch(API_VERSION, ctx.kind.name, job.namespace, job.name, patch))
-        message = f"Admitted by {workload.cluster_queue} with {given.count} of {bounds}"
-        return waiting(ctx, views, actions, Reason.PENDING, message, workload, keep_pods=True)
-    return Admission(admitted_context(ctx, places), workload, actions)
+        message = f"Admitted by {q.cluster_queue} with {given.count} of {bounds}"
+        return waiting(ctx, views, actions, Reason.PENDING, message, q, keep=True)
+    return Admission(admitted_context(ctx, q.places), q.current, q.cluster_queue, actions)
 
 
 def _create(
-    ctx: JobContext,
-    views: Sequence[SlotView],
-    first_pods: dict[str, Obj],
-    facts: QueueFacts,
-    actions: list[Action],
+    ctx: JobContext, views: Sequence[SlotView], q: Queueing, actions: list[Action]
 ) -> Result:
     job = ctx.job
-    missing = missing_priority(ctx, facts)
-    if missing is not None:
+    if q.missing_priority is not None:
         message = (
-            f"WorkloadPriorityClass {missing} (its kueue.x-k8s.io/priority-class) does not exist"
+            f"WorkloadPriorityClass {q.missing_priority} (kueue.x-k8s.io/priority-class)"
+            " does not exist"
         )
-        return waiting(ctx, views, actions, Reason.QUEUE_UNAVAILABLE, message, None, queued=False)
-    wanted = workload_for(ctx, str(job.queue), first_pods, facts)
-    actions += create_actions(wanted)
-    message = f"Waiting in LocalQueue {job.queue} (Workload {workload_name(ctx)}): created"
-    return waiting(ctx, views, actions, Reason.PENDING, message, None)
+        return waiting(ctx, views, actions, Reason.QUEUE_UNAVAILABLE, message, queued=False)
+    actions += create_actions(q.wanted)
+    message = f"Waiting in LocalQueue {job.queue} (Workload {q.name}): created"
+    return waiting(ctx, views, actions, Reason.PENDING, message)
 
 
 def _evicted(
-    ctx: JobContext, views: Sequence[SlotView], workload: WorkloadView, actions: list[Action]
+    ctx: JobContext, views: Sequence[SlotView], q: Queueing, actions: list[Action]
 ) -> Result:
     """Kueue took the admission back: the pods go (no restart counted),
     then the reservation is cleared so that the quota frees."""
     job = ctx.job
-    why = f"Kueue evicted the job ({workload.reason(EVICTED)})"
+    reason, said = q.evicted or ("Evicted", q.message)
     for pod in job.children.pods:
         if not pod.terminating:
-            actions += delete_actions(pod.obj, POD, why)
-    if not job.children.pods and workload.true(QUOTA_RESERVED):
-        actions.append(ReplaceStatus(released(workload, job.now, job.stamp)))
-    message = f"Evicted by Kueue ({workload.reason(EVICTED)}): {workload.message(EVICTED)}"
-    return waiting(ctx, views, actions, Reason.EVICTED, message, workload, keep_pods=True)
+            actions += delete_actions(pod.obj, POD, f"Kueue evicted the job ({reason})")
+    if not job.children.pods and q.reserved and q.current is not None:
+        actions.append(ReplaceStatus(released(q.current, job.now, job.stamp)))
+    message = f"Evicted by Kueue ({reason}): {said}"
+    return waiting(ctx, views, actions, Reason.EVICTED, message, q, keep=True)
 
 
-def admitted_context(ctx: JobContext, places: dict[str, Placement]) -> JobContext:
+def admitted_context(ctx: JobContext, places: Mapping[str, Placement]) -> JobContext:
     """The job as admitted: each role at the admitted count (an elastic
     role may be let in below its count), its pods placed as admitted."""
     replicas = tuple(
-        replace(r, replicas=min(r.replicas, places[pod_set_name(r.role)].count))
-        if pod_set_name(r.role) in places
-        else r
+        replace(r, replicas=min(r.replicas, places[r.role].count)) if r.role in places else r
         for r in ctx.replicas
     )
     slots = tuple(
@@ -215,10 +186,7 @@ def admitted_context(ctx: JobContext, places: dict[str, Placement]) -> JobContex
         for replica in replicas
         for index in range(replica.replicas)
     )
-    by_role = {
-        r.role: places[pod_set_name(r.role)] for r in replicas if pod_set_name(r.role) in places
-    }
-    return replace(ctx, replicas=replicas, slots=slots, placements=by_role)
+    return replace(ctx, replicas=replicas, slots=slots, placements=places)
 
 
 def admitted(admission: Admission, views: Sequence[SlotView], result: Result) -> Result:
@@ -229,7 +197,7 @@ def admitted(admission: Admission, views: Sequence[SlotView], result: Result) ->
         return replace(result, actions=admission.actions + result.actions)
     now = job.stamp
     conditions: list[Condition] = result.status["conditions"]
-    message = f"Admitted by ClusterQueue {workload.cluster_queue}"
+    message = f"Admitted by ClusterQueue {admission.cluster_queue}"
     conditions = set_condition(
         conditions, ConditionType.ADMITTED, True, Reason.ADMITTED, message, now
     )
@@ -238,15 +206,7 @@ def admitted(admission: Admission, views: Sequence[SlotView], result: Result) ->
     actions = list(admission.actions)
     if ConditionType.ADMITTED not in job.true_conditions:
         actions.append(Event(EventType.NORMAL, Reason.ADMITTED, message))
-    ready = bool(views) and all(v.up for v in views)
-    edit = (
-        (PODS_READY, True, "Started", "All pods are running or done")
-        if ready
-        else (PODS_READY, False, "WaitForStart", "Not all pods are running yet")
-    )
-    if workload.true(PODS_READY) and not ready:
-        edit = (PODS_READY, False, "WaitForRecovery", "A pod is being recreated")
-    update = with_conditions(workload, [edit], now)
+    update = pods_ready(workload, bool(views) and all(v.up for v in views), now)
     if update is not None:
         actions.append(ReplaceStatus(update))
     status = result.status | {"conditions": conditions}
@@ -259,14 +219,15 @@ def waiting(
     actions: list[Action],
     reason: str,
     message: str,
-    workload: WorkloadView | None,
+    q: Queueing | None = None,
     queued: bool = True,
-    keep_pods: bool = False,
+    keep: bool = False,
 ) -> Result:
     """A queued job that has no admission: no pod, and a status that says
-    why. `keep_pods`: its pods are left (the caller deletes what must go)."""
+    why. `q`: its Workload's stage; `keep`: its pods are left (the caller
+    deletes what must go)."""
     job, now = ctx.job, ctx.job.stamp
-    if not keep_pods:
+    if not keep:
         for pod in job.children.pods:
             if not pod.terminating:
                 actions += delete_actions(pod.obj, POD, "the job waits for Kueue's admission")
@@ -275,10 +236,10 @@ def waiting(
         actions = [*actions, Event(kind, reason, message)]
     conditions = set_condition(job.conditions, ConditionType.QUEUED, queued, reason, message, now)
     conditions = clear_condition(conditions, ConditionType.ADMITTED, reason, message, now)
-    if workload is not None and workload.true(EVICTED):
-        evicted = f"{workload.reason(EVICTED)}: {workload.message(EVICTED)}"
+    if q is not None and q.evicted is not None:
+        reason_, said = q.evicted
         conditions = set_condition(
-            conditions, ConditionType.EVICTED, True, workload.reason(EVICTED), evicted, now
+            conditions, ConditionType.EVICTED, True, reason_, f"{reason_}: {said}", now
         )
     for type_ in (ConditionType.RUNNING, ConditionType.RESTARTING):
         conditions = clear_condition(conditions, type_, reason, "The job waits for Kueue", now)
