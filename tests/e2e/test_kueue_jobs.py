@@ -1,7 +1,9 @@
 """dlk8s jobs through Kueue's queues (docs/kueue.md): a cluster of this
 module's own, with Kueue's pinned release beside it (waitForPodsReady on),
 the chart installed with kueue.enabled=true, and the operator running with
-the chart's ServiceAccount, so its Kueue RBAC is the chart's.
+the chart's ServiceAccount, so its Kueue RBAC is the chart's. Kueue's pod
+integration is on and dlk8s's kinds are its externalFrameworks, as
+docs/kueue.md asks of users.
 
 What Kueue decides is Kueue's: the tests only submit jobs and read what
 Kueue and the operator made of them.
@@ -48,7 +50,10 @@ PODS_READY_TIMEOUT = 20
 def cluster() -> Iterator[LocalCluster]:
     nodes = [NodeSpec(f"gpu-node-{i}", gpu=8) for i in range(2)]
     wait = {"timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False}
-    own = LocalCluster(nodes=nodes, kueue=True, kueue_options={"wait_for_pods_ready": wait})
+    # Kueue's pod integration on, as many clusters run it: its webhook must
+    # leave the pods of dlk8s's kinds (its externalFrameworks) to dlk8s.
+    options = {"wait_for_pods_ready": wait, "frameworks": ("batch/job", "pod")}
+    own = LocalCluster(nodes=nodes, kueue=True, kueue_options=options)
     missing = missing_tools(own.tools_bin) + kueue.missing_tools(own.tools_bin)
     if missing:
         pytest.skip(f"Kueue's tools missing: {missing} (run `make tools`)")
@@ -399,6 +404,11 @@ def test_the_operator_is_granted_exactly_the_kueue_calls_it_makes(
     wait_until(lambda: len(pods_of(cluster, namespace, "by-default")) == 4, what="its pods")
     labels = get_json(cluster, "tfjob", "by-default", "-n", namespace)["metadata"]["labels"]
     assert labels["kueue.x-k8s.io/queue-name"] == "default"
+    # With a LocalQueue "default" in the namespace, Kueue's pod webhook
+    # would queue any pod whose owner it does not know; these it leaves.
+    for pod in pods_of(cluster, namespace, "by-default").values():
+        assert "kueue.x-k8s.io/managed" not in pod["metadata"]["labels"]
+        assert not pod["spec"].get("schedulingGates")
     apply(cluster, namespace, tfjob("too-big", "default", gpus_per_pod=4))
 
     def worker_count() -> int | None:

@@ -635,3 +635,24 @@ def _apiserver_requests(cluster: LocalCluster) -> dict[tuple[str, str], float]:
         resource = labels.split('resource="')[1].split('"')[0]
         counts[(verb, resource)] = counts.get((verb, resource), 0) + float(value)
     return counts
+
+
+def test_a_job_that_names_a_queue_waits_and_says_why_when_the_operator_runs_without_kueue(
+    cluster: LocalCluster, namespace: str
+) -> None:
+    """The session's operator runs without --kueue: a job in a queue is not
+    run past its quota, and its status and an event say what is missing."""
+    job = tfjob("queued", {"MASTER": 1})
+    job["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "team"}
+    apply(cluster, namespace, job)
+    status = wait_for_phase(cluster, namespace, "TFJob", "queued", "Queued")
+    queued = condition(status, "Queued")
+    assert queued is not None
+    assert (queued["status"], queued["reason"]) == ("False", "QueueUnavailable")
+    assert "LocalQueue team" in queued["message"]
+    assert "--kueue" in queued["message"]
+    events = get_json(
+        cluster, "events", "-n", namespace, "--field-selector", "involvedObject.name=queued"
+    )["items"]
+    assert [(e["type"], e["reason"]) for e in events] == [("Warning", "QueueUnavailable")]
+    assert pods_of(cluster, namespace, "queued") == {}

@@ -212,7 +212,7 @@ class Controller:
             namespace = obj["metadata"].get("namespace", "")
             key = JobKey(due.owner["kind"], namespace, due.owner["name"])
             if due.now:
-                self.queue.add(key)
+                self.queue.add(key, urgent=True)
             else:
                 self.queue.add_after(key, self.child_event_batch)
 

@@ -3,6 +3,10 @@
 - A key waiting in the queue is there once, however often it is added.
 - A key is never handed to two workers at once: added while being processed,
   it is queued again when its worker calls ``done``.
+- A key added as urgent (a change that may move its job's phase or state:
+  job.urgency) is served before the others, also when it was queued
+  already: a job that Kueue admitted, or whose MASTER came up, does not
+  wait behind a burst of new jobs' first passes.
 - ``add_after`` schedules a key; a key scheduled twice keeps the earlier
   time, and a key already queued is not scheduled again, so a burst of
   delayed adds costs one pass.
@@ -101,6 +105,11 @@ class WorkQueue(Generic[K]):
         self._ready = threading.Condition(self._lock)
         self._timer_due = threading.Condition(self._lock)
         self._queue: deque[K] = deque()  # ready keys, in order
+        self._urgent: deque[K] = deque()  # ready urgent keys, served first
+        self._urgent_keys: set[K] = set()  # keys whose next pass is urgent
+        # Entries of _queue whose key moved to _urgent since: skipped once each.
+        self._stale: dict[K, int] = {}
+        self._stale_total = 0
         self._dirty: set[K] = set()  # keys queued or to queue again once done
         self._processing: set[K] = set()  # keys a worker holds
         self._failures: dict[K, int] = {}  # consecutive failures, for the back-off
@@ -115,23 +124,52 @@ class WorkQueue(Generic[K]):
 
     # -- adding ------------------------------------------------------------
 
-    def add(self, key: K) -> None:
+    def add(self, key: K, urgent: bool = False) -> None:
         with self._lock:
-            self._add_locked(key)
+            self._add_locked(key, urgent)
 
-    def _add_locked(self, key: K) -> None:
-        if self._shutting_down or key in self._dirty:
+    def _add_locked(self, key: K, urgent: bool = False) -> None:
+        if self._shutting_down:
+            return
+        if key in self._dirty:
+            if urgent and key not in self._urgent_keys:
+                self._urgent_keys.add(key)
+                if key not in self._processing:  # in _queue: served first now
+                    self._stale[key] = self._stale.get(key, 0) + 1
+                    self._stale_total += 1
+                    self._urgent.append(key)
             return
         self._observer.added()
         self._dirty.add(key)
+        if urgent:
+            self._urgent_keys.add(key)
         if key not in self._processing:
             self._enqueue_locked(key)
 
     def _enqueue_locked(self, key: K) -> None:
-        self._queue.append(key)
+        (self._urgent if key in self._urgent_keys else self._queue).append(key)
         self._queued_at[key] = time.monotonic()
-        self._observer.depth(len(self._queue))
+        self._observer.depth(self._ready_count())
         self._ready.notify()
+
+    def _ready_count(self) -> int:
+        return len(self._urgent) + len(self._queue) - self._stale_total
+
+    def _pop_ready(self) -> K | None:
+        """The next key to hand out: urgent ones first; None if none is ready."""
+        if self._urgent:
+            key = self._urgent.popleft()
+            self._urgent_keys.discard(key)
+            return key
+        while self._queue:
+            key = self._queue.popleft()
+            if key not in self._stale:
+                return key
+            self._stale_total -= 1
+            self._stale[key] -= 1
+            if not self._stale[key]:
+                del self._stale[key]
+        return None
 
     def add_after(self, key: K, delay: float) -> None:
         if delay <= 0:
@@ -173,19 +211,18 @@ class WorkQueue(Generic[K]):
         """Block until a key is ready; raise ShutDownError once the queue is shut down."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while not self._queue:
+            while (key := self._pop_ready()) is None:
                 if self._shutting_down:
                     raise ShutDownError
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise TimeoutError
                 self._ready.wait(remaining)
-            key = self._queue.popleft()
             self._processing.add(key)
             self._dirty.discard(key)
             now = time.monotonic()
             self._started_at[key] = now
-            self._observer.depth(len(self._queue))
+            self._observer.depth(self._ready_count())
             self._observer.started(now - self._queued_at.pop(key, now))
             return key
 
@@ -206,7 +243,7 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._queue)
+            return self._ready_count()
 
     @property
     def waiting(self) -> int:

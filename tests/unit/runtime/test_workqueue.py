@@ -203,3 +203,36 @@ def test_the_observer_sees_the_exact_depth_and_each_pass() -> None:
         assert len(seen.waits) == 1
     finally:
         q.shut_down()
+
+
+def test_an_urgent_key_is_served_before_the_others_even_if_queued_already() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    for key in ("a", "b", "c", "d"):
+        queue.add(key)
+    queue.add("new", urgent=True)
+    queue.add("c", urgent=True)  # queued already: moves ahead, and is served once
+    served = []
+    while len(queue):
+        key = queue.get(timeout=1)
+        served.append(key)
+        queue.done(key)
+    assert served == ["new", "c", "a", "b", "d"]
+    assert len(queue) == 0
+
+
+def test_a_key_made_urgent_while_processed_comes_back_first() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    queue.add("busy")
+    assert queue.get(timeout=1) == "busy"
+    queue.add("waiting")
+    queue.add("busy", urgent=True)
+    queue.done("busy")
+    assert [queue.get(timeout=1), queue.get(timeout=1)] == ["busy", "waiting"]
+    queue.add("waiting")  # still processing: not queued twice
+    queue.done("waiting")
+    queue.done("busy")
+    assert queue.get(timeout=1) == "waiting"
+    queue.done("waiting")
+    assert len(queue) == 0
+    with pytest.raises(TimeoutError):
+        queue.get(timeout=0.05)
