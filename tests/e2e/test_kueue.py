@@ -19,6 +19,7 @@ from dlk8s_dev import kueue
 from dlk8s_dev.localcluster import LocalCluster, NodeSpec, leftover_processes, missing_tools
 
 from .helpers import apply, condition, get_json, wait_until
+from .queues import cluster_queue_spec, is_true, kueue_object
 
 FLAVOR = "gpu-flavor"
 CLUSTER_QUEUE = "team-gpus"
@@ -55,21 +56,7 @@ def queues(cluster: LocalCluster, namespace: str) -> str:
     `namespace`; returns the LocalQueue's name once the ClusterQueue is active."""
     quota = {"cpu": "64", "memory": "256Gi", GPU: str(QUOTA_GPUS)}
     create(cluster, kueue_object("ResourceFlavor", FLAVOR, {}))
-    cq_spec = {
-        "namespaceSelector": {},
-        "resourceGroups": [
-            {
-                "coveredResources": list(quota),
-                "flavors": [
-                    {
-                        "name": FLAVOR,
-                        "resources": [{"name": r, "nominalQuota": q} for r, q in quota.items()],
-                    }
-                ],
-            }
-        ],
-    }
-    create(cluster, kueue_object("ClusterQueue", CLUSTER_QUEUE, cq_spec))
+    create(cluster, kueue_object("ClusterQueue", CLUSTER_QUEUE, cluster_queue_spec(quota, FLAVOR)))
     local = kueue_object("LocalQueue", QUEUE, {"clusterQueue": CLUSTER_QUEUE}, namespace)
     apply(cluster, namespace, local)
     wait_until(
@@ -83,13 +70,6 @@ def create(cluster: LocalCluster, manifest: dict[str, Any]) -> None:
     cluster.kubectl("create", "-f", "-", input=json.dumps(manifest))
 
 
-def kueue_object(
-    kind: str, name: str, spec: dict[str, Any], namespace: str | None = None
-) -> dict[str, Any]:
-    meta = {"name": name} | ({"namespace": namespace} if namespace else {})
-    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, "metadata": meta, "spec": spec}
-
-
 def workload(name: str, namespace: str, queue: str) -> dict[str, Any]:
     resources = {"cpu": "1", "memory": "1Gi", GPU: str(GPUS_PER_POD)}
     container = {
@@ -99,11 +79,6 @@ def workload(name: str, namespace: str, queue: str) -> dict[str, Any]:
     }
     pod_set = {"name": "main", "count": PODS, "template": {"spec": {"containers": [container]}}}
     return kueue_object("Workload", name, {"queueName": queue, "podSets": [pod_set]}, namespace)
-
-
-def is_true(obj: dict[str, Any], kind: str) -> bool:
-    found = condition(obj.get("status", {}), kind)
-    return found is not None and found["status"] == "True"
 
 
 def workloads(cluster: LocalCluster, namespace: str) -> dict[str, dict[str, Any]]:

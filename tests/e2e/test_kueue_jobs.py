@@ -34,6 +34,7 @@ from .helpers import (
     wait_for_state,
     wait_until,
 )
+from .queues import cluster_queue_spec, is_true, kueue_object
 from .test_rbac import granted, used
 
 GPU = "nvidia.com/gpu"
@@ -80,32 +81,12 @@ def namespace(cluster: LocalCluster, operator: OperatorProcess) -> Iterator[str]
         yield name
 
 
-def kueue_object(kind: str, name: str, spec: dict[str, Any], namespace: str = "") -> dict[str, Any]:
-    meta = {"name": name} | ({"namespace": namespace} if namespace else {})
-    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, "metadata": meta, "spec": spec}
-
-
 def make_queue(
     cluster: LocalCluster, namespace: str, name: str, flavor: str, preemption: bool = False
 ) -> str:
     """A ClusterQueue of QUOTA_GPUS on `flavor` only for `namespace`, and its LocalQueue."""
     quota = {"cpu": "64", "memory": "256Gi", GPU: str(QUOTA_GPUS)}
-    spec: dict[str, Any] = {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-        "resourceGroups": [
-            {
-                "coveredResources": list(quota),
-                "flavors": [
-                    {
-                        "name": flavor,
-                        "resources": [{"name": r, "nominalQuota": q} for r, q in quota.items()],
-                    }
-                ],
-            }
-        ],
-    }
-    if preemption:
-        spec["preemption"] = {"withinClusterQueue": "LowerPriority"}
+    spec = cluster_queue_spec(quota, flavor, namespace, preemption)
     cq = f"{namespace}-{name}"
     cluster.kubectl("apply", "-f", "-", input=json.dumps(kueue_object("ClusterQueue", cq, spec)))
     apply(cluster, namespace, kueue_object("LocalQueue", name, {"clusterQueue": cq}, namespace))
@@ -121,11 +102,6 @@ def flavors(cluster: LocalCluster) -> None:
     )
     for flavor in (plain, tainted):
         cluster.kubectl("apply", "-f", "-", input=json.dumps(flavor))
-
-
-def is_true(obj: dict[str, Any], kind: str) -> bool:
-    found = condition(obj.get("status", {}), kind)
-    return found is not None and found["status"] == "True"
 
 
 def tfjob(name: str, queue: str, gpus_per_pod: int = 1, workers: int = 3) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from dlk8s_dev.localcluster import LocalCluster
 from dlk8s_dev.localdeploy import OperatorProcess
 
 from .helpers import condition, get_json, wait_until
+from .queues import cluster_queue_spec, is_true, kueue_object
 from .training import Lab, Recorder, finished, kustomized, local_operator, the_job
 
 RUNTIME = "localhost/dlk8s/runtime:local"
@@ -49,11 +50,6 @@ def operator(real_cluster: LocalCluster, kueue_run: kueue.Kueue) -> Iterator[Ope
         yield process
 
 
-def kueue_object(kind: str, name: str, spec: dict[str, Any], namespace: str = "") -> dict[str, Any]:
-    meta = {"name": name} | ({"namespace": namespace} if namespace else {})
-    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": kind, "metadata": meta, "spec": spec}
-
-
 @pytest.fixture(scope="module")
 def lab(real_cluster: LocalCluster, operator: OperatorProcess) -> Iterator[Lab]:
     namespace = operator.env["DLK8S_NAMESPACE"]
@@ -61,26 +57,7 @@ def lab(real_cluster: LocalCluster, operator: OperatorProcess) -> Iterator[Lab]:
     cq = f"{namespace}-cq"
     objects = [
         kueue_object("ResourceFlavor", "real-node", {}),
-        kueue_object(
-            "ClusterQueue",
-            cq,
-            {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                "resourceGroups": [
-                    {
-                        "coveredResources": list(quota),
-                        "flavors": [
-                            {
-                                "name": "real-node",
-                                "resources": [
-                                    {"name": r, "nominalQuota": q} for r, q in quota.items()
-                                ],
-                            }
-                        ],
-                    }
-                ],
-            },
-        ),
+        kueue_object("ClusterQueue", cq, cluster_queue_spec(quota, "real-node", namespace)),
         kueue_object("LocalQueue", QUEUE, {"clusterQueue": cq}, namespace),
     ]
     for obj in objects:
@@ -95,11 +72,6 @@ def lab(real_cluster: LocalCluster, operator: OperatorProcess) -> Iterator[Lab]:
     finally:
         recorder.stop()
         real_cluster.kubectl("delete", "clusterqueue", cq, "--ignore-not-found", "--wait=false")
-
-
-def is_true(obj: dict[str, Any], kind: str) -> bool:
-    found = condition(obj.get("status", {}), kind)
-    return found is not None and found["status"] == "True"
 
 
 def test_a_queued_tfjob_is_admitted_and_trains_to_done(lab: Lab) -> None:

@@ -3,10 +3,9 @@
 - A key waiting in the queue is there once, however often it is added.
 - A key is never handed to two workers at once: added while being processed,
   it is queued again when its worker calls ``done``.
-- A key added as urgent (a change that may move its job's phase or state:
-  job.urgency) is served before the others, also when it was queued
-  already: a job that Kueue admitted, or whose MASTER came up, does not
-  wait behind a burst of new jobs' first passes.
+- A key added as urgent is served before the others, also when it was
+  queued already: a job that Kueue admitted does not wait behind a burst
+  of new jobs' first passes (the controller says which adds are urgent).
 - ``add_after`` schedules a key; a key scheduled twice keeps the earlier
   time, and a key already queued is not scheduled again, so a burst of
   delayed adds costs one pass.

@@ -144,3 +144,40 @@ def test_the_event_of_our_own_status_write_is_batched_a_change_of_the_job_is_not
     changed["metadata"] |= {"resourceVersion": "9999", "generation": 2}
     controller.on_job("TFJob")(changed)
     assert ready(controller) == 1
+
+
+def test_kueue_s_admission_runs_the_pass_before_the_jobs_queued_already(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    """An admission lets the job create its pods: it goes ahead of a burst
+    of other jobs' first passes."""
+    created(controller, kube, job_caches)
+    others = [JobKey("TFJob", "ns", f"other-{i}") for i in range(3)]
+    for key in others:
+        controller.queue.add(key)
+    owner = copy.deepcopy(kube.objects[("pods", "ns", MASTER)]["metadata"]["ownerReferences"])
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {"name": "wl", "namespace": "ns", "uid": "wl-uid", "ownerReferences": owner},
+    }
+    controller.on_child("workloads", ADDED)(workload)
+    assert ready(controller) == 3, "a new Workload: its job's own pass follows"
+    admitted = workload | {"status": {"conditions": [{"type": "Admitted", "status": "True"}]}}
+    controller.on_child("workloads", MODIFIED)(admitted)
+    served = [controller.queue.get(timeout=1) for _ in range(4)]
+    assert served == [KEY, *others]
+
+
+def test_a_deciding_pod_s_change_keeps_its_place_behind_the_jobs_queued_already(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    """At once, but in turn: served first, such passes delayed the first
+    passes of a burst's later jobs (make bench-kueue, all at once)."""
+    created(controller, kube, job_caches)
+    others = [JobKey("TFJob", "ns", f"other-{i}") for i in range(3)]
+    for key in others:
+        controller.queue.add(key)
+    controller.on_child("pods", MODIFIED)(pod(kube, MASTER, "Running"))
+    served = [controller.queue.get(timeout=1) for _ in range(4)]
+    assert served == [*others, KEY]
