@@ -5,8 +5,15 @@
 BENCH_ARGS ?=
 
 .PHONY: bench
-bench: tools ## benchmark the operator against a bare parallel creator (bench/results/)
+bench: tools tools-bench ## benchmark the operator against a bare parallel creator and training-operator (bench/results/)
 	$(PYTHON) bench/bench.py $(BENCH_ARGS)
+
+# Kubeflow training-operator, the peer `make bench` runs the same bursts with
+# (bench/peer.py): a build of minutes that `make tools`, and so CI's `make
+# test`, leaves out. Cached per user like the other tools.
+.PHONY: tools-bench
+tools-bench: tools ## build what only `make bench` needs: training-operator (cached per user)
+	tools/install.sh training-operator
 
 # `make bench-scale`: the shapes users live with (bench/scale.py): jobs
 # arriving steadily, a burst on an empty cluster and among thousands of

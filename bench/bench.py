@@ -10,7 +10,9 @@ environment, a fresh process per measured run (so its CPU seconds and peak
 RSS, from /proc, belong to that run). The long scenarios at scale (history,
 restart, memory, sustained arrival) are scale.py's (`make bench-scale`).
 
-1. burst: --jobs TFJobs x 4 replicas (MASTER, 2 WORKER, PS) submitted at once
+1. burst: --jobs TFJobs x 4 replicas (MASTER, 2 WORKER, PS) submitted at once;
+   then the same burst with Kubeflow's training-operator, stock and tuned
+   (--peers; peer.py), as kubeflow.org TFJobs of the same shape
 2. wide: one TFJob with a MASTER and --big-workers WORKERs
 3. rest: --finished finished and --running running jobs, a fresh operator
    started on them, then --rest-seconds of nothing happening (and as long
@@ -19,7 +21,8 @@ restart, memory, sustained arrival) are scale.py's (`make bench-scale`).
 profile: scenario 1's operator run again under py-spy.
 
 For 1 and 2 the ceiling runs back to back with the operator on the same
-cluster (harness.py says how it is made and measured).
+cluster (harness.py says how it is made and measured); for 1,
+training-operator after them, measured the same way.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from measure import (
     proc_cpu,
     proc_peak_rss,
 )
+from peer import SETTINGS
 
 from dlk8s_dev.localdeploy import OperatorProcess
 from dlk8s_dev.stopping import interrupt_on_termination
@@ -192,8 +196,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="burst,wide,rest,latency,profile",
         help="which to run; profile: scenario 1's operator run again under py-spy",
     )
+    p.add_argument(
+        "--peers",
+        default="stock,tuned",
+        help="scenario 1: training-operator's settings to run it with (peer.py; '' for none)",
+    )
     add_common_args(p)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.peers = [name.strip() for name in args.peers.split(",") if name.strip()]
+    if set(args.peers) - set(SETTINGS):
+        p.error(f"--peers: one of {', '.join(SETTINGS)}, comma-separated")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         results["meta"] = meta
         if "burst" in scenarios:
             jobs = [tfjob(f"burst-{i:04d}", 2, 1) for i in range(args.jobs)]
-            results["burst"] = compare(ctx, "burst", jobs)
+            results["burst"] = compare(ctx, "burst", jobs, peers=args.peers)
         if "profile" in scenarios:
             jobs = [tfjob(f"burst-{i:04d}", 2, 1) for i in range(args.jobs)]
             profiled = run_burst(ctx, "burst", "operator", jobs, profile=True)

@@ -3,8 +3,10 @@
 ``open_context`` starts the local control plane (kwok nodes), installs the
 chart and warms the apiserver up; ``run_burst`` submits jobs (all at once, or
 at a steady rate) to a fresh operator or to the ceiling and measures them;
-``compare`` runs both back to back. bench.py (``make bench``) and scale.py
-(``make bench-scale``) are built from these.
+``compare`` runs both back to back, and after them, if asked, the same jobs
+with Kubeflow's training-operator (peer.py: its TFJobs of the same shape,
+measured the same way, its job Running from its Running condition). bench.py
+(``make bench``) and scale.py (``make bench-scale``) are built from these.
 
 The ceiling: a bare creator makes exactly the pods and Services the operator
 would (from the pure ``reconcile`` on an empty world, serialized beforehand;
@@ -30,15 +32,17 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from measure import (
+    DLK8S_TFJOBS,
+    KUBEFLOW_TFJOBS,
     Api,
     Endpoint,
     Watcher,
@@ -53,6 +57,17 @@ from measure import (
     proc_peak_rss,
     thread_cpu,
 )
+from peer import (
+    SETTINGS,
+    TRAINING_OPERATOR_VERSION,
+    Settings,
+    TrainingOperator,
+    kubeflow_tfjob,
+    queue_depth_of,
+    reconciles_of,
+    requests_of,
+)
+from peer import install as install_peer
 
 from dlk8s.job.actions import Create
 from dlk8s.job.config import ControllerConfig, load_config
@@ -198,25 +213,31 @@ _OP_REQUESTS = re.compile(
 )
 
 
-def operator_requests(op: OperatorProcess) -> Counter[tuple[str, str]]:
+# The operator, or training-operator (whose metrics are controller-runtime's:
+# each reads the other's as nothing).
+Controller = OperatorProcess | TrainingOperator
+
+
+def operator_requests(op: Controller) -> Counter[tuple[str, str]]:
     """The operator's own count of its API requests, by (verb, resource)."""
-    counts: Counter[tuple[str, str]] = Counter()
-    for resource, verb, value in _OP_REQUESTS.findall(op.metrics()):
+    text = op.metrics()
+    counts = requests_of(text)
+    for resource, verb, value in _OP_REQUESTS.findall(text):
         counts[(verb, resource)] += int(float(value))
     return counts
 
 
-def operator_reconciles(op: OperatorProcess) -> int:
+def operator_reconciles(op: Controller) -> int:
     """Reconcile passes the operator has run (all kinds)."""
-    found = re.findall(
-        r"^dlk8s_reconcile_duration_seconds_count\{[^}]*\} ([0-9.e+]+)$", op.metrics(), re.M
-    )
-    return int(sum(float(v) for v in found))
+    text = op.metrics()
+    found = re.findall(r"^dlk8s_reconcile_duration_seconds_count\{[^}]*\} ([0-9.e+]+)$", text, re.M)
+    return int(sum(float(v) for v in found)) + reconciles_of(text)
 
 
-def operator_queue_depth(op: OperatorProcess) -> float:
-    found = re.search(r"^dlk8s_workqueue_depth ([0-9.e+]+)$", op.metrics(), re.M)
-    return float(found.group(1)) if found else 0.0
+def operator_queue_depth(op: Controller) -> float:
+    text = op.metrics()
+    found = re.search(r"^dlk8s_workqueue_depth ([0-9.e+]+)$", text, re.M)
+    return (float(found.group(1)) if found else 0.0) + queue_depth_of(text)
 
 
 def start_operator(ctx: Context, name: str, src: str = "") -> OperatorProcess:
@@ -230,7 +251,7 @@ def start_operator(ctx: Context, name: str, src: str = "") -> OperatorProcess:
     return op
 
 
-def wait_quiet(op: OperatorProcess, quiet: float = 2.0, timeout: float = 120) -> None:
+def wait_quiet(op: Controller, quiet: float = 2.0, timeout: float = 120) -> None:
     """Until the operator has sent no request and run no pass for `quiet`
     seconds, and its queue is empty (passes that write nothing count: a
     restarted operator reconciling finished jobs is busy, not quiet)."""
@@ -247,7 +268,7 @@ def wait_quiet(op: OperatorProcess, quiet: float = 2.0, timeout: float = 120) ->
     log("operator still busy; measuring anyway")
 
 
-def operator_activity(op: OperatorProcess) -> tuple[int, int]:
+def operator_activity(op: Controller) -> tuple[int, int]:
     """(requests sent, passes run) so far."""
     return sum(operator_requests(op).values()), operator_reconciles(op)
 
@@ -258,10 +279,11 @@ def submit_all(
     jobs: list[dict[str, Any]],
     then: Callable[[Submission], None] | None = None,
     rate: float = 0.0,
+    path: str = TFJOBS,
 ) -> list[Submission]:
-    """POST every job from a pool of threads, all at once or `rate` a second;
-    `then` runs when a job's create returns."""
-    path = TFJOBS.format(ns=namespace)
+    """POST every job (to `path`) from a pool of threads, all at once or
+    `rate` a second; `then` runs when a job's create returns."""
+    path = path.format(ns=namespace)
     bodies = [(job["metadata"]["name"], json.dumps(job).encode()) for job in jobs]
     subs = [Submission(name) for name, _ in bodies]
 
@@ -297,25 +319,36 @@ def run_burst(
     src: str = "",
     rate: float = 0.0,
     settle: bool = False,
+    peer: Settings | None = None,
 ) -> dict[str, Any]:
     """Submit `jobs` (at once, or `rate` a second); the operator or the ceiling
-    makes their children. `settle`: the operator first works off what it
-    found at start-up (jobs of other namespaces), so that only the jobs
-    submitted here are measured."""
-    namespace = create_namespace(ctx, f"{scenario}-{mode}")
+    makes their children, or (mode "peer") training-operator with the `peer`
+    settings those of the same jobs as Kubeflow's TFJobs. `settle`: the
+    operator first works off what it found at start-up (jobs of other
+    namespaces), so that only the jobs submitted here are measured."""
+    label = f"training-operator-{peer.name}" if peer else mode
+    namespace = create_namespace(ctx, f"{scenario}-{label}")
     expected_pods = sum(
         sum(r["replicas"] for r in j["spec"]["replicaSpecs"]) for j in jobs
     )  # every replica of these jobs has a pod and a Service
-    log(f"{scenario}/{mode}: {len(jobs)} job(s), {expected_pods} pods in {namespace}")
-    watcher = Watcher(ctx.endpoint, namespace, ctx.raw / f"watch-{namespace}.json").start()
-    op = None
+    log(f"{scenario}/{label}: {len(jobs)} job(s), {expected_pods} pods in {namespace}")
+    kind = KUBEFLOW_TFJOBS if peer else DLK8S_TFJOBS
+    if peer:
+        jobs = [kubeflow_tfjob(j) for j in jobs]
+    watch_file = ctx.raw / f"watch-{namespace}.json"
+    watcher = Watcher(ctx.endpoint, namespace, watch_file, jobs=kind).start()
+    op: Controller | None = None
     spy = None
     creates: list[Future[None]] = []
     create_times: list[float] = []
     speedscope = ctx.raw / f"profile-{scenario}{'-baseline' if src else ''}.speedscope.json"
-    if mode == "operator":
+    if peer:
+        log_file = ctx.raw / f"training-operator-{peer.name}-{scenario}.log"
+        op = TrainingOperator(ctx.cluster, peer, log_file).start()
+    elif mode == "operator":
         suffix = ("-profile" if profile else "") + ("-baseline" if src else "")
         op = start_operator(ctx, f"operator-{scenario}{suffix}", src)
+    if op is not None:
         if settle:
             wait_quiet(op, timeout=ctx.args.timeout)
         if profile:
@@ -344,9 +377,9 @@ def run_burst(
     me0, watch0, all0 = proc_cpu(os.getpid()), proc_cpu(watcher.pid), machine_busy()
     api0 = apiserver_requests(ctx.api)
     t0 = time.monotonic()
-    subs = submit_all(ctx, namespace, jobs, then, rate)
+    subs = submit_all(ctx, namespace, jobs, then, rate, path=kind.path)
     submitted = time.monotonic()
-    timeout = ctx.args.timeout
+    timeout = ctx.args.peer_timeout if peer else ctx.args.timeout
     if not watcher.wait("pods_added", expected_pods, timeout):
         log(f"only {watcher.value('pods_added')}/{expected_pods} pods after {timeout}s")
     created = time.monotonic()
@@ -363,8 +396,11 @@ def run_burst(
         log(f"not all Running after {timeout}s")
     running = time.monotonic()
     result: dict[str, Any] = {"namespace": namespace, "jobs": len(jobs), "pods": expected_pods}
+    if peer:
+        result["training_operator"] = asdict(peer) | {"version": TRAINING_OPERATOR_VERSION}
     if op is not None:
-        wait_quiet(op)
+        # training-operator's events queue behind its requests' rate limit.
+        wait_quiet(op, timeout=timeout if peer else 120)
         if spy is not None:
             threads = thread_cpu(op.pid)
             result["profile"] = stop_py_spy(spy, speedscope)
@@ -402,13 +438,13 @@ def run_burst(
         },
         "watch_events": data["events"],
     }
-    result |= latencies(subs, data["seen"], mode)
+    result |= latencies(subs, data["seen"], "operator" if op is not None else mode)
     if create_times:
         result["ceiling_last_create_return_s"] = round(max(create_times) - t0, 3)
     gone = delete_namespace(ctx, namespace)
     result["cleanup_seconds"] = round(gone, 1)
     log(
-        f"{scenario}/{mode}: all pods created {result['total_created_s']}s, "
+        f"{scenario}/{label}: all pods created {result['total_created_s']}s, "
         f"Running {result['total_running_s']}s, cleanup {gone:.0f}s"
     )
     return result
@@ -420,11 +456,13 @@ def compare(
     jobs: list[dict[str, Any]],
     repeat: int = 0,
     median_of: str = "total_created_s",
+    peers: Sequence[str] = (),
     **options: Any,
 ) -> dict[str, Any]:
     """The ceiling and the operator (and the baseline operator) back to back,
-    `repeat` (else --repeat) times in a rotating order; for each, the run
-    with the median `median_of`. `options` go to run_burst."""
+    `repeat` (else --repeat) times in a rotating order, then training-operator
+    with each of the `peers` settings (peer.SETTINGS) as many times; for
+    each, the run with the median `median_of`. `options` go to run_burst."""
     modes = [("ceiling", ""), ("operator", "")]
     if ctx.args.baseline_src:
         modes.append(("baseline", ctx.args.baseline_src))
@@ -435,6 +473,13 @@ def compare(
         for name, src in modes[shift:] + modes[:shift]:
             mode = "ceiling" if name == "ceiling" else "operator"
             runs[name].append(run_burst(ctx, scenario, mode, jobs, src=src, **options))
+    if peers:
+        warm_up_peer(ctx)
+    for name in peers:
+        settings = SETTINGS[name]
+        runs[f"training-operator-{name}"] = [
+            run_burst(ctx, scenario, "peer", jobs, peer=settings, **options) for _ in range(repeat)
+        ]
     out: dict[str, Any] = {}
     for name, rs in runs.items():
         ordered = sorted(rs, key=lambda run: run[median_of])
@@ -595,6 +640,12 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--timeout", type=float, default=300)
     p.add_argument(
+        "--peer-timeout",
+        type=float,
+        default=900,
+        help="--timeout of training-operator's runs (stock, at 20 requests a second, is slow)",
+    )
+    p.add_argument(
         "--repeat",
         type=int,
         default=1,
@@ -691,3 +742,16 @@ def warm_up(ctx: Context) -> None:
     # (storage set up lazily, connections opened): warm up, unrecorded.
     warm = [tfjob(f"warm-{i}", 2, 1) for i in range(4)]
     run_burst(ctx, "warmup", "ceiling", warm)
+
+
+def warm_up_peer(ctx: Context) -> None:
+    """training-operator's CRDs and its first jobs, unrecorded, and the
+    garbage collector watching its TFJobs, as warm_up for dlk8s's."""
+    install_peer(ctx.cluster)
+    warm = [tfjob(f"warm-{i}", 2, 1) for i in range(4)]
+    run_burst(ctx, "warmup", "peer", warm, peer=SETTINGS["tuned"])
+    wait_for(
+        lambda: longrunning_watches(ctx.api, "tfjobs", group="kubeflow.org") >= 1,
+        120,
+        "the GC to watch Kubeflow's TFJobs",
+    )

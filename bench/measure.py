@@ -3,10 +3,11 @@
 - ``Api``: a minimal HTTPS client (urllib3, a bearer token) with no model
   layer, for submitting jobs, the ceiling's creates and reading /metrics.
 - ``Watcher``: a separate process that watches one namespace's pods,
-  services and TFJobs and records when each event arrived (its own receipt
-  time on the system-wide monotonic clock; creationTimestamp has only 1 s
-  resolution). A process of its own, so it never competes for the GIL with
-  the creator it measures.
+  services and TFJobs (dlk8s's, or with ``KUBEFLOW_TFJOBS`` training-operator's)
+  and records when each event arrived (its own receipt time on the
+  system-wide monotonic clock; creationTimestamp has only 1 s resolution).
+  A process of its own, so it never competes for the GIL with the creator
+  it measures.
 - ``proc_cpu``, ``proc_peak_rss``: what /proc says about a process.
 - ``apiserver_requests``: the apiserver's ``apiserver_request_total``.
 """
@@ -148,16 +149,22 @@ def machine_busy() -> float:
     return (user + nice + system + irq + softirq + steal) / CLK_TCK
 
 
-def longrunning_watches(api: Api, resource: str) -> int:
+def longrunning_watches(api: Api, resource: str, group: str = "") -> int:
+    """Open watches of `resource` (of API group `group` only, if given)."""
     status, data = api.request("GET", "/metrics")
     found = re.findall(
-        r'^apiserver_longrunning_requests\{[^}]*resource="'
-        + re.escape(resource)
-        + r'"[^}]*verb="WATCH"[^}]*\} ([0-9.e+]+)$',
+        r"^apiserver_longrunning_requests\{([^}]*)\} ([0-9.e+]+)$",
         data.decode() if status == 200 else "",
         re.M,
     )
-    return int(sum(float(v) for v in found))
+    total = 0.0
+    for labels, value in found:
+        fields = dict(_LABEL.findall(labels))
+        if fields.get("resource") != resource or fields.get("verb") != "WATCH":
+            continue
+        if not group or fields.get("group") == group:
+            total += float(value)
+    return int(total)
 
 
 def proc_name(pid: int) -> str:
@@ -210,10 +217,30 @@ def delta(after: Counter[Any], before: Counter[Any]) -> Counter[Any]:
 
 # --- the watcher process --------------------------------------------------------------
 
+
+@dataclass(frozen=True)
+class JobKind:
+    """Where the TFJobs are, how their pods and Services name them, and
+    whether their phase comes from their conditions (training-operator's
+    jobs have no phase: their Running condition turns True once the Chief runs)."""
+
+    path: str
+    job_label: str
+    role_label: str
+    conditions: bool = False
+
+
+DLK8S_TFJOBS = JobKind("/apis/dlk8s.io/v1alpha1/namespaces/{ns}/tfjobs", JOB_LABEL, ROLE_LABEL)
+KUBEFLOW_TFJOBS = JobKind(
+    "/apis/kubeflow.org/v1/namespaces/{ns}/tfjobs",
+    "training.kubeflow.org/job-name",
+    "training.kubeflow.org/replica-type",
+    conditions=True,
+)
 WATCHED = {
     "pods": "/api/v1/namespaces/{ns}/pods",
     "services": "/api/v1/namespaces/{ns}/services",
-    "tfjobs": "/apis/dlk8s.io/v1alpha1/namespaces/{ns}/tfjobs",
+    "tfjobs": DLK8S_TFJOBS.path,
 }
 # Watched too with Watcher(workloads=True): the jobs' Kueue Workloads.
 WORKLOADS = {"workloads": "/apis/kueue.x-k8s.io/v1beta2/namespaces/{ns}/workloads"}
@@ -239,20 +266,35 @@ class Progress:
 
 class Watcher:
     """Start before submitting; ``stop()`` returns what it recorded.
-    `workloads`: Kueue's Workloads too (the cluster must serve their API)."""
+    `workloads`: Kueue's Workloads too (the cluster must serve their API);
+    `jobs`: which TFJobs."""
 
     def __init__(
-        self, endpoint: Endpoint, namespace: str, out: Path, workloads: bool = False
+        self,
+        endpoint: Endpoint,
+        namespace: str,
+        out: Path,
+        workloads: bool = False,
+        jobs: JobKind = DLK8S_TFJOBS,
     ) -> None:
         ctx = mp.get_context("spawn")
         self.out = out
-        watched = WATCHED | WORKLOADS if workloads else WATCHED
+        watched = WATCHED | {"tfjobs": jobs.path} | (WORKLOADS if workloads else {})
         self.progress = Progress(*(ctx.Value("i", 0) for _ in fields(Progress)))
         self._ready = ctx.Event()
         self._stop = ctx.Event()
         self._proc: Any = ctx.Process(
             target=_watch_main,
-            args=(endpoint, namespace, str(out), self.progress, self._ready, self._stop, watched),
+            args=(
+                endpoint,
+                namespace,
+                str(out),
+                self.progress,
+                self._ready,
+                self._stop,
+                watched,
+                jobs,
+            ),
             name=f"watch-{namespace}",
             daemon=True,
         )
@@ -298,6 +340,7 @@ def _watch_main(
     ready: Any,
     stop: Any,
     watched: dict[str, str] = WATCHED,
+    jobs: JobKind = DLK8S_TFJOBS,
 ) -> None:
     api = Api(endpoint, maxsize=8)
     lock = threading.Lock()
@@ -308,12 +351,12 @@ def _watch_main(
     seen: dict[str, dict[str, dict[str, Any]]] = {kind: {} for kind in watched}
     events: Counter[str] = Counter()
     started = []
-    for kind, path in watched.items():
-        listed = api.json("GET", path.format(ns=namespace))
-        rv = listed["metadata"]["resourceVersion"]
+    for kind, template in watched.items():
+        path = template.format(ns=namespace)
+        rv = api.json("GET", path)["metadata"]["resourceVersion"]
         thread = threading.Thread(
             target=_watch_loop,
-            args=(api, kind, path.format(ns=namespace), rv, seen[kind], events, lock, progress),
+            args=(api, kind, path, rv, seen[kind], events, lock, progress, jobs),
             daemon=True,
         )
         thread.start()
@@ -333,6 +376,7 @@ def _watch_loop(
     events: Counter[str],
     lock: threading.Lock,
     progress: Progress,
+    jobs: JobKind,
 ) -> None:
     while True:
         resp = api.stream(f"{path}?watch=true&allowWatchBookmarks=true&resourceVersion={rv}")
@@ -349,7 +393,7 @@ def _watch_loop(
                 rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
                 with lock:
                     events[f"{kind} {event.get('type')}"] += 1
-                    _record(kind, event.get("type", ""), obj, now, seen, progress)
+                    _record(kind, event.get("type", ""), obj, now, seen, progress, jobs)
         resp.release_conn()
 
 
@@ -360,6 +404,7 @@ def _record(
     now: float,
     seen: dict[str, dict[str, Any]],
     progress: Progress,
+    jobs: JobKind = DLK8S_TFJOBS,
 ) -> None:
     if type_ not in ("ADDED", "MODIFIED", "DELETED"):
         return
@@ -368,9 +413,9 @@ def _record(
     entry = seen.get(name)
     if entry is None:
         labels = meta.get("labels") or {}
-        entry = seen[name] = {"added": now, "job": labels.get(JOB_LABEL)}
+        entry = seen[name] = {"added": now, "job": labels.get(jobs.job_label)}
         if kind == "pods":
-            entry["role"] = labels.get(ROLE_LABEL)
+            entry["role"] = labels.get(jobs.role_label)
             # Its creation's place in etcd's order, to compare with a Workload's admission.
             entry["rv"] = int(meta.get("resourceVersion") or 0)
             progress.pods_added.value += 1
@@ -380,6 +425,8 @@ def _record(
         entry["gone"] = now
         progress.pods_gone.value += 1
     status = obj.get("status") or {}
+    if kind == "tfjobs" and jobs.conditions:
+        status = status_of_conditions(status)
     if kind == "pods":
         _record_pod(entry, status.get("phase"), now, progress)
     if kind == "workloads":
@@ -404,6 +451,20 @@ def _record(
         if phase in ("Done", "Failed") and "finished" not in entry:
             entry["finished"] = now
             progress.jobs_finished.value += 1
+
+
+def status_of_conditions(status: dict[str, Any]) -> dict[str, Any]:
+    """A training-operator job's status in dlk8s's terms (phase, state),
+    from its conditions: Failed, then Succeeded, then Running decide."""
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    for condition, phase, state in (
+        ("Failed", "Failed", "Failed"),
+        ("Succeeded", "Done", "Succeeded"),
+        ("Running", "Running", "Running"),
+    ):
+        if condition in true:
+            return {"phase": phase, "state": state}
+    return {"phase": "Creating" if true else None}
 
 
 def _record_pod(entry: dict[str, Any], phase: str | None, now: float, progress: Progress) -> None:

@@ -281,6 +281,9 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     if "burst" in results:
         lines += burst_table("Scenario 1: TFJobs of 4 replicas submitted at once", results["burst"])
+        from report_peer import peer_table
+
+        lines += peer_table(results["burst"])
     if "wide" in results:
         lines += burst_table(
             "Scenario 2: one TFJob with a MASTER and many WORKERs", results["wide"]
@@ -405,7 +408,11 @@ def plot(results: dict[str, Any], path: Path) -> None:
         return
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
     for ax, (key, title) in zip(axes[0], panels, strict=True):
-        for mode, style in (("ceiling", "--"), ("operator", "-")):
+        # Not training-operator stock: at 20 requests a second, its minutes
+        # would squeeze the others into the left edge.
+        for mode, style in (("ceiling", "--"), ("operator", "-"), ("training-operator-tuned", ":")):
+            if mode not in results[key]:
+                continue
             series = results[key][mode].get(SERIES) or []
             ax.step(series, range(1, len(series) + 1), style, where="post", label=mode)
         ax.set_title(f"{title}: {results[key]['operator']['pods']} pods")

@@ -244,6 +244,25 @@ build_kueue() {
   cp "$dir/config/components/webhook/manifests.yaml" "$out/kueue-manifests/webhook.yaml"
   chmod -R u+w,a+rX "$out/kueue-manifests"
 }
+# Kubeflow training-operator, the peer `make bench` runs the same bursts with
+# (bench/peer.py), and from the same module what running it needs: its CRDs,
+# its RBAC and its webhook configuration. Not in ALL: `make tools-bench`
+# (which `make bench` runs) builds it. Its version list on the module proxy
+# stops at v1.8.1, but the proxy serves v1.9.3 when asked by name. The patch
+# adds --webhook-server-host (its webhook server binds every interface), so
+# that it can listen on 127.0.0.1 only; the cache key carries its hash.
+TRAINING_OPERATOR_PATCH="$ROOT/tools/patches/training-operator-webhook-host.patch"
+TRAINING_OPERATOR_BUILD="$TRAINING_OPERATOR_VERSION-$(sha256sum "$TRAINING_OPERATOR_PATCH" | cut -c1-8)"
+build_training_operator() {
+  local out="$1" module=github.com/kubeflow/training-operator dir
+  build_in_module "$out" "$module" "$TRAINING_OPERATOR_VERSION" cmd/training-operator.v1 \
+    "$TRAINING_OPERATOR_PATCH"
+  mv "$out/training-operator.v1" "$out/training-operator"
+  dir="$(go mod download -json "$module@$TRAINING_OPERATOR_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  mkdir -p "$out/training-operator-manifests"
+  cp -r "$dir"/manifests/base/{crds,rbac,webhook} "$out/training-operator-manifests/"
+  chmod -R u+w,a+rX "$out/training-operator-manifests"
+}
 build_helm_unittest() {
   build_in_module "$1" github.com/helm-unittest/helm-unittest "$2" cmd/helm-unittest
 }
@@ -293,6 +312,7 @@ install_tool() {
     helm-unittest) cached helm-unittest "$HELM_UNITTEST_VERSION" build_helm_unittest ;;
     actionlint) cached actionlint "$ACTIONLINT_VERSION" build_actionlint ;;
     kueue) cached kueue "$KUEUE_VERSION" build_kueue ;;
+    training-operator) cached training-operator "$TRAINING_OPERATOR_BUILD" build_training_operator ;;
     kubectl-helm4) cached kubectl-layer-v34 "$KUBECTL_LAYER_V34_VERSION" build_layer_v34 ;;
     helm3) cached kubectl-layer-v32 "$KUBECTL_LAYER_V32_VERSION" build_layer_v32 ;;
     *) log "unknown tool: $1"; return 2 ;;

@@ -17,7 +17,6 @@ import base64
 import contextlib
 import copy
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from .localcluster import ClusterError, _http_ok, free_port
+from .mountns import with_files_at
 from .nodepki import issue, make_ca
 from .pdeath import die_with_parent
 
@@ -275,22 +275,10 @@ class Kueue:
         return path
 
     def _argv(self) -> list[str]:
-        """Kueue in a mount namespace of its own, where /etc is overlaid
-        with its metrics certificate at the fixed path; the real /etc is
-        untouched, and the namespace ends with the process. unshare and sh
-        exec, so the pid is Kueue's."""
+        """Kueue in a mount namespace of its own, its metrics certificate
+        at the fixed path (mountns.py)."""
         mnt = self.dir / "etc-overlay"
         mnt.mkdir()
-        setup = (
-            'set -e; mount -t tmpfs -o mode=755 kueue-etc "$1"; '
-            'mkdir -p "$1/upper/kueue/metrics" "$1/work"; '
-            'cp -r "$2" "$1/upper/kueue/metrics/certs"; '
-            'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1/upper,workdir=$1/work" /etc; '
-            'shift 2; exec "$@"'
-        )
-        # Without root, a user namespace lends the rights to mount.
-        as_user = [] if os.geteuid() == 0 else ["--map-root-user"]
-        unshare = ["unshare", "--mount", "--propagation", "private", *as_user]
         kueue = [
             str(self.cluster.tools_bin / BINARY),
             f"--config={self._config()}",
@@ -299,8 +287,7 @@ class Kueue:
             # exits the process on any error; nothing here asks it.
             "--feature-gates=VisibilityOnDemand=false",
         ]
-        certs = str(self.dir / "pki" / "certs")
-        return [*unshare, "sh", "-c", setup, "sh", str(mnt), certs, *kueue]
+        return with_files_at(mnt, METRICS_CERT_DIR, self.dir / "pki" / "certs", kueue)
 
     def _spawn(self) -> None:
         argv = self._argv()
