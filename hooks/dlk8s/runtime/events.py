@@ -52,14 +52,20 @@ class EventRecorder:
         self._remembered = remembered  # events remembered for counting, newest kept
         self._posted: OrderedDict[EventKey, _Posted] = OrderedDict()
         self._lock = threading.Lock()
+        # One event's repeats go out one after the other: a repeat sent while
+        # the first POST is on its way (two passes of a job a few ms apart)
+        # would not find it yet and post a second Event. Striped: bounded,
+        # and events of different keys rarely wait for each other.
+        self._in_flight = [threading.Lock() for _ in range(64)]
 
     def record(self, job: dict[str, Any], event: Event) -> None:
         """Post or count one event; best effort: never fails a reconcile."""
         manifest = event_manifest(job, event, self._clock())
         key = _key(manifest)
         try:
-            if not self._count(key, manifest):
-                self._post(key, manifest)
+            with self._in_flight[hash(key) % len(self._in_flight)]:
+                if not self._count(key, manifest):
+                    self._post(key, manifest)
         except Exception as err:
             log.info("event not recorded", extra={"job": job_str(job), "error": repr(err)})
 

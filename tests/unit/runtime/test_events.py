@@ -3,7 +3,10 @@ EventCorrelator does, not posted anew for each retry (issue 14)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from dlk8s.job.actions import Event
 from dlk8s.runtime.events import EventRecorder
@@ -69,3 +72,27 @@ def test_a_failure_to_post_never_fails_the_caller() -> None:
     kube.failures[("create", "example-job.0")] = ConnectionError("down")
     EventRecorder(kube, Clock()).record(JOB, REFUSED)
     assert kube.events == []
+
+
+class SlowKube(RecordingKube):
+    """Our wrapper's POST of an Event taking a while, as over a busy API server."""
+
+    def create_event(self, event: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(0.2)
+        return super().create_event(event)
+
+
+def test_a_repeat_sent_while_the_first_is_being_posted_is_counted_on_it() -> None:
+    """Two passes of a job a few ms apart met the same refusal: the second
+    event must wait for the first POST, not make a second Event."""
+    kube = SlowKube()
+    recorder = EventRecorder(kube, Clock())
+    threads = [threading.Thread(target=recorder.record, args=(JOB, REFUSED)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+        time.sleep(0.02)
+    for thread in threads:
+        thread.join()
+    [posted] = kube.events
+    assert posted["count"] == 2
+    assert [c[0] for c in kube.calls] == ["create", "patch"]
