@@ -3,8 +3,14 @@ test_kueue_jobs, test_train_kueue)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+import pytest
+
+from dlk8s_dev import kueue
+from dlk8s_dev.localcluster import LocalCluster, NodeSpec, missing_tools
 
 from .helpers import condition
 
@@ -38,3 +44,18 @@ def is_true(obj: dict[str, Any], kind: str) -> bool:
     """Whether the object's condition `kind` is True."""
     found = condition(obj.get("status", {}), kind)
     return found is not None and found["status"] == "True"
+
+
+@contextlib.contextmanager
+def kueue_cluster(nodes: Sequence[NodeSpec], **options: Any) -> Iterator[LocalCluster]:
+    """A cluster of a module's own with Kueue beside it (`options`: Kueue's
+    settings, kueue.Kueue's fields), stopped at the end."""
+    own = LocalCluster(nodes=tuple(nodes), kueue=True, kueue_options=options)
+    missing = missing_tools(own.tools_bin) + kueue.missing_tools(own.tools_bin)
+    if missing:
+        pytest.skip(f"Kueue's tools missing: {missing} (run `make tools`)")
+    own.start()
+    try:
+        yield own
+    finally:
+        own.stop()

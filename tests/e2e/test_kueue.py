@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from dlk8s_dev import kueue
-from dlk8s_dev.localcluster import LocalCluster, NodeSpec, leftover_processes, missing_tools
+from dlk8s_dev.localcluster import LocalCluster, NodeSpec, leftover_processes
 
 from .helpers import apply, condition, get_json, wait_until
-from .queues import cluster_queue_spec, is_true, kueue_object
+from .queues import cluster_queue_spec, is_true, kueue_cluster, kueue_object
 
 FLAVOR = "gpu-flavor"
 CLUSTER_QUEUE = "team-gpus"
@@ -32,15 +32,8 @@ PODS, GPUS_PER_POD = 4, 1  # 4 GPUs a Workload: two fit in the quota, a third do
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     """A cluster of this module's own, Kueue running beside it."""
-    own = LocalCluster(nodes=[NodeSpec("kueue-node-0")], kueue=True)
-    missing = missing_tools(own.tools_bin) + kueue.missing_tools(own.tools_bin)
-    if missing:
-        pytest.skip(f"Kueue's tools missing: {missing} (run `make tools`)")
-    own.start()
-    try:
+    with kueue_cluster([NodeSpec("kueue-node-0")]) as own:
         yield own
-    finally:
-        own.stop()
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s_dev import kueue
-from dlk8s_dev.localcluster import LocalCluster, NodeSpec, missing_tools
+from dlk8s_dev.localcluster import LocalCluster, NodeSpec
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
 from .helpers import (
@@ -34,7 +33,7 @@ from .helpers import (
     wait_for_state,
     wait_until,
 )
-from .queues import cluster_queue_spec, is_true, kueue_object
+from .queues import cluster_queue_spec, is_true, kueue_cluster, kueue_object
 from .test_rbac import granted, used
 
 GPU = "nvidia.com/gpu"
@@ -53,16 +52,8 @@ def cluster() -> Iterator[LocalCluster]:
     wait = {"timeout": f"{PODS_READY_TIMEOUT}s", "blockAdmission": False}
     # Kueue's pod integration on, as many clusters run it: its webhook must
     # leave the pods of dlk8s's kinds (its externalFrameworks) to dlk8s.
-    options = {"wait_for_pods_ready": wait, "frameworks": ("batch/job", "pod")}
-    own = LocalCluster(nodes=nodes, kueue=True, kueue_options=options)
-    missing = missing_tools(own.tools_bin) + kueue.missing_tools(own.tools_bin)
-    if missing:
-        pytest.skip(f"Kueue's tools missing: {missing} (run `make tools`)")
-    own.start()
-    try:
+    with kueue_cluster(nodes, wait_for_pods_ready=wait, frameworks=("batch/job", "pod")) as own:
         yield own
-    finally:
-        own.stop()
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ reservation is cleared, PodsReady written by us, Finished to free the quota.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, TypeGuard
@@ -101,7 +101,9 @@ class Queueing:
     stage: str  # Stage
     current: WorkloadView | None  # the Workload of that name, not being deleted
     stale: tuple[Obj, ...]  # the job's other Workloads, to delete
-    wanted: Obj  # the Workload the job asks for now
+    # The Workload the job asks for now: built only when it may be created
+    # or changed (none yet, or pending), not on an admitted job's passes.
+    wanted: Obj | None
     missing_priority: str | None  # a WorkloadPriorityClass named but not found
     differs: bool  # pending, and asking for other pods than `wanted`
     # How many pods of each role the admission lets in, and where; None
@@ -111,22 +113,26 @@ class Queueing:
     message: str  # Kueue's words at this stage
     evicted: tuple[str, str] | None  # Kueue's reason and message while Evicted is True
     reserved: bool  # QuotaReserved is True
-    pods_ready: bool  # PodsReady is True
 
 
-def assess(ctx: JobContext, queue: str, pods: Mapping[str, Obj], facts: QueueFacts) -> Queueing:
-    """Where the job's Workload stands; `pods`: its first pod of each role."""
+def assess(
+    ctx: JobContext, queue: str, pods: Callable[[], Mapping[str, Obj]], facts: QueueFacts
+) -> Queueing:
+    """Where the job's Workload stands; `pods` builds the first pod of each
+    role, asked for only when the Workload may be created or changed."""
     name = workload_name(ctx)
     views = [read_workload(child) for child in ctx.job.children.workloads]
     current = next((w for w in views if w.name == name and not w.terminating), None)
     stale = tuple(w.obj for w in views if w is not current and not w.terminating)
-    wanted = workload_for(ctx, queue, pods, facts)
     stage, message, places = Stage.NONE, "", None
     if current is not None:
         stage, message = _stage(current, bool(ctx.job.children.pods))
         if stage == Stage.ADMITTED:
             by_set = placements(current, facts)
             places = None if by_set is None else _by_role(ctx, by_set)
+    wanted = (
+        workload_for(ctx, queue, pods(), facts) if stage in (Stage.NONE, Stage.PENDING) else None
+    )
     evicted = (
         (current.reason(EVICTED), current.message(EVICTED))
         if current is not None and current.true(EVICTED)
@@ -139,13 +145,14 @@ def assess(ctx: JobContext, queue: str, pods: Mapping[str, Obj], facts: QueueFac
         stale=stale,
         wanted=wanted,
         missing_priority=missing_priority(ctx, facts),
-        differs=_may_change(current, stage) and pod_sets_differ(current, wanted),
+        differs=wanted is not None
+        and _may_change(current, stage)
+        and pod_sets_differ(current, wanted),
         places=places,
         cluster_queue=current.cluster_queue if current else "",
         message=message,
         evicted=evicted,
         reserved=current is not None and current.true(QUOTA_RESERVED),
-        pods_ready=current is not None and current.true(PODS_READY),
     )
 
 

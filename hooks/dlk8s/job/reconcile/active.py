@@ -53,7 +53,7 @@ def active(ctx: JobContext) -> Result:
         return blocked(ctx, views, problems)
     if not is_queued(job):
         return _running(ctx, views, strays)
-    gated = gate(ctx, views, first_pods(ctx))
+    gated = gate(ctx, views, lambda: first_pods(ctx))
     if isinstance(gated, Result):
         return gated
     views, strays = match_pods(gated.ctx)

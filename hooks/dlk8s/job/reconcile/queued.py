@@ -16,7 +16,7 @@ with Kueue) is left running: queueing it would delete its pods.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -78,10 +78,10 @@ def is_queued(job: JobView) -> bool:
 
 
 def gate(
-    ctx: JobContext, views: Sequence[SlotView], first_pods: dict[str, Obj]
+    ctx: JobContext, views: Sequence[SlotView], first_pods: Callable[[], dict[str, Obj]]
 ) -> Result | Admission:
     """What Kueue lets a queued job do: wait (a Result), or run as admitted.
-    `first_pods`: the first pod of each role as it would be created."""
+    `first_pods` builds the first pod of each role as it would be created."""
     job, facts = ctx.job, ctx.job.queueing
     if facts is None or facts.problem:
         problem = WITHOUT_KUEUE if facts is None else facts.problem
@@ -110,7 +110,7 @@ def gate(
         return _evicted(ctx, views, q, actions)
     if q.stage == Stage.ADMITTED:
         return _admit(ctx, views, q, actions)
-    if q.differs:
+    if q.differs and q.wanted is not None:
         # Pending, the Workload may change: it asks for what the spec does now.
         patch = {"spec": {"podSets": q.wanted["spec"]["podSets"]}}
         actions.append(Patch(KUEUE_API_VERSION, "Workload", job.namespace, q.name, patch))
@@ -153,7 +153,8 @@ def _create(
             " does not exist"
         )
         return waiting(ctx, views, actions, Reason.QUEUE_UNAVAILABLE, message, queued=False)
-    actions += create_actions(q.wanted)
+    if q.wanted is not None:  # always built for a Workload to create
+        actions += create_actions(q.wanted)
     message = f"Waiting in LocalQueue {job.queue} (Workload {q.name}): created"
     return waiting(ctx, views, actions, Reason.PENDING, message)
 
