@@ -22,7 +22,14 @@ profile: scenario 1's operator run again under py-spy.
 
 For 1 and 2 the ceiling runs back to back with the operator on the same
 cluster (harness.py says how it is made and measured); for 1,
-training-operator after them, measured the same way.
+training-operator after them, measured the same way. Each of those runs
+also records where the control plane's time goes (servercosts.py):
+kube-apiserver's CPU profile over the run's first --apiserver-profile-seconds,
+its metrics and kube-controller-manager's, and what each of the operator's
+status writes changed. A run is measured until kube-controller-manager has
+given every Service its pod's address, the ceiling's as the operator's: a
+window that ended with the last pod Running would leave out the Endpoints
+updates a faster run only postpones.
 """
 
 from __future__ import annotations
@@ -202,6 +209,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="scenario 1: training-operator's settings to run it with (peer.py; '' for none)",
     )
     add_common_args(p)
+    # The compared runs' first seconds cover a burst of 200 jobs (servercosts.py).
+    p.set_defaults(apiserver_profile_seconds=15)
     args = p.parse_args(argv)
     args.peers = [name.strip() for name in args.peers.split(",") if name.strip()]
     if set(args.peers) - set(SETTINGS):

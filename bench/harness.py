@@ -70,6 +70,7 @@ from peer import (
     requests_of,
 )
 from peer import install as install_peer
+from servercosts import Metrics, Profile, endpoints_made, median_costs, status_changes
 
 from dlk8s.job.actions import Create
 from dlk8s.job.config import ControllerConfig, load_config
@@ -182,6 +183,7 @@ class Context:
     endpoint: Endpoint
     config: ControllerConfig
     control_plane: dict[str, int]
+    server_metrics: Metrics  # what each run cost kube-apiserver and its controllers
     raw: Path
     operator_env: dict[str, str] = field(default_factory=dict)
 
@@ -385,6 +387,11 @@ def run_burst(
     cp0 = cpu_of(ctx.control_plane)
     me0, watch0, all0 = proc_cpu(os.getpid()), proc_cpu(watcher.pid), machine_busy()
     api0 = apiserver_requests(ctx.api)
+    costs0 = ctx.server_metrics.read()
+    profile = None
+    if ctx.args.apiserver_profile_seconds > 0 and scenario != "warmup":
+        out = ctx.raw / f"apiserver-{namespace}.pprof"
+        profile = Profile(ctx.api, ctx.args.apiserver_profile_seconds, out).start()
     t0 = time.monotonic()
     subs = submit_all(ctx, namespace, jobs, then, rate, path=kind.path)
     submitted = time.monotonic()
@@ -404,6 +411,12 @@ def run_burst(
     if not ok:
         log(f"not all Running after {timeout}s")
     running = time.monotonic()
+    # The run is measured until kube-controller-manager has given every
+    # Service its pod's address: a run that creates faster leaves it more
+    # of that work after its last pod runs, and a window that ended there
+    # would not count it (bench/results/results.md: Endpoints).
+    if not watcher.wait("endpoints_addressed", expected_pods, timeout):
+        log(f"only {watcher.value('endpoints_addressed')}/{expected_pods} Endpoints addressed")
     result: dict[str, Any] = {"namespace": namespace, "jobs": len(jobs), "pods": expected_pods}
     if peer:
         result["training_operator"] = asdict(peer) | {"version": TRAINING_OPERATOR_VERSION}
@@ -423,6 +436,7 @@ def run_burst(
         }
     settled = time.monotonic()
     api1 = apiserver_requests(ctx.api)
+    costs = Metrics.since(costs0, ctx.server_metrics.read())
     cp1 = cpu_of(ctx.control_plane)
     me1, watch1, all1 = proc_cpu(os.getpid()), proc_cpu(watcher.pid), machine_busy()
     if op is not None:
@@ -446,7 +460,14 @@ def run_burst(
             "settled": round(settled - t0, 2),
         },
         "watch_events": data["events"],
+        "server_costs": costs,
+        "endpoints": endpoints_made(data["seen"].get("endpoints", {})),
     }
+    if not peer:
+        result["status_writes"] = status_changes(data["seen"]["tfjobs"])
+    if profile is not None:
+        # Before the namespace's deletion, which the window must not see.
+        result["apiserver_profile"] = profile.summary(ctx.args.apiserver_profile_seconds + 60)
     result |= latencies(subs, data["seen"], "operator" if op is not None else mode)
     if create_times:
         result["ceiling_last_create_return_s"] = round(max(create_times) - t0, 3)
@@ -494,6 +515,7 @@ def compare(
         ordered = sorted(rs, key=lambda run: run[median_of])
         out[name] = ordered[(len(ordered) - 1) // 2]
     if repeat > 1:
+        out["cost_medians"] = {name: median_costs(rs) for name, rs in runs.items()}
         keys = ("total_created_s", "total_running_s", "job_created_p50_s", "other_cpu_seconds")
         out["repeats"] = {
             name: [
@@ -665,6 +687,12 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
         default="--gil --rate 100",
         help="py-spy record options (e.g. --gil: only the thread holding the GIL)",
     )
+    p.add_argument(
+        "--apiserver-profile-seconds",
+        type=int,
+        default=0,
+        help="kube-apiserver's CPU profile over each compared run's first seconds (0: none)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS)
     p.add_argument("--label", default="", help="a note stored with the results")
     p.add_argument(
@@ -687,7 +715,10 @@ def open_context(
     gpus = {} if gpus_per_node is None else {"gpu": gpus_per_node}
     nodes = [NodeSpec(f"kwok-node-{i}", pods=args.pods_per_node, **gpus) for i in range(args.nodes)]
     cluster = LocalCluster(
-        nodes=nodes, terminated_pod_gc_threshold=args.pod_gc_threshold, kueue=kueue
+        nodes=nodes,
+        terminated_pod_gc_threshold=args.pod_gc_threshold,
+        kueue=kueue,
+        profiling=args.apiserver_profile_seconds > 0,
     )
     cluster.start()
     try:
@@ -707,6 +738,7 @@ def open_context(
             endpoint=endpoint,
             config=load_config(config_file),
             control_plane={proc_name(pid): pid for pid in cluster.pids},
+            server_metrics=Metrics(api, cluster.controller_manager_metrics),
             raw=raw,
             operator_env=env,
         )

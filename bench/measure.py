@@ -240,6 +240,9 @@ KUBEFLOW_TFJOBS = JobKind(
 WATCHED = {
     "pods": "/api/v1/namespaces/{ns}/pods",
     "services": "/api/v1/namespaces/{ns}/services",
+    # kube-controller-manager's Endpoints of those Services: whether each
+    # was made with its pod's address or updated to it (servercosts).
+    "endpoints": "/api/v1/namespaces/{ns}/endpoints",
     "tfjobs": DLK8S_TFJOBS.path,
 }
 # Watched too with Watcher(workloads=True): the jobs' Kueue Workloads.
@@ -262,6 +265,7 @@ class Progress:
     jobs_modified: Synchronized[int]  # MODIFIED events of TFJobs (a status write shows here)
     workloads_admitted: Synchronized[int]  # Workloads seen Admitted at least once
     workloads_finished: Synchronized[int]  # Workloads seen Finished
+    endpoints_addressed: Synchronized[int]  # Endpoints seen holding an address
 
 
 class Watcher:
@@ -429,11 +433,26 @@ def _record(
         status = status_of_conditions(status)
     if kind == "pods":
         _record_pod(entry, status.get("phase"), now, progress)
+    if kind == "endpoints":
+        addressed = bool(obj.get("subsets"))
+        if type_ == "ADDED":
+            entry["addressed_when_made"] = addressed
+        elif type_ == "MODIFIED":
+            entry["updates"] = entry.get("updates", 0) + 1
+        if addressed and "addressed" not in entry:
+            entry["addressed"] = now
+            progress.endpoints_addressed.value += 1
     if kind == "workloads":
         _record_workload(entry, status, int(meta.get("resourceVersion") or 0), now, progress)
     if kind == "tfjobs":
         if type_ == "MODIFIED":
             progress.jobs_modified.value += 1
+        if not jobs.conditions and type_ != "DELETED":
+            # Every status the job showed, for what each write changed
+            # (servercosts.status_changes).
+            statuses = entry.setdefault("statuses", [])
+            if not statuses or statuses[-1] != status:
+                statuses.append(status)
         if status.get("state") == "Succeeded" and "succeeded" not in entry:
             entry["succeeded"] = now
             progress.jobs_succeeded.value += 1

@@ -284,6 +284,9 @@ def markdown(results: dict[str, Any]) -> str:
         from report_peer import peer_table
 
         lines += peer_table(results["burst"])
+        from report_costs import costs_table
+
+        lines += costs_table(results["burst"])
     if "wide" in results:
         lines += burst_table(
             "Scenario 2: one TFJob with a MASTER and many WORKERs", results["wide"]

@@ -180,6 +180,9 @@ class LocalCluster:
     # Kueue's settings beyond the defaults (kueue.Kueue's fields, e.g.
     # wait_for_pods_ready={"timeout": "30s"}).
     kueue_options: dict[str, Any] = field(default_factory=dict)
+    # kube-apiserver's /debug/pprof served (make bench's profile of the API
+    # server's CPU); off elsewhere, as on most clusters.
+    profiling: bool = False
     node: RealNode | None = field(init=False, default=None)
     kueue_process: Kueue | None = field(init=False, default=None)
     workdir: Path = field(init=False)
@@ -289,6 +292,11 @@ class LocalCluster:
     def pids(self) -> list[int]:
         kueue = self.kueue_process.pid if self.kueue_process else None
         return [p.popen.pid for p in self._procs] + ([kueue] if kueue else [])
+
+    @property
+    def controller_manager_metrics(self) -> str:
+        """kube-controller-manager's /metrics (HTTPS, its own certificate)."""
+        return f"https://127.0.0.1:{self._ports['kcm']}/metrics"
 
     # -- access --------------------------------------------------------------
 
@@ -471,7 +479,7 @@ class LocalCluster:
                 f"--service-account-signing-key-file={pki / 'sa.key'}",
                 "--service-cluster-ip-range=10.96.0.0/16",
                 "--allow-privileged=true",
-                "--profiling=false",
+                f"--profiling={str(self.profiling).lower()}",
                 # The benchmark creates thousands of objects at once; the
                 # defaults (400/200) would make it measure apiserver throttling.
                 "--max-requests-inflight=2000",
@@ -505,6 +513,9 @@ class LocalCluster:
                 f"--kubeconfig={self._component_kubeconfig('kcm')}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={kcm_port}",
+                # Its metrics (make bench reads its controllers' work) to
+                # anyone on 127.0.0.1, as its health checks already are.
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
                 "--leader-elect=false",
                 "--use-service-account-credentials=true",
                 f"--service-account-private-key-file={pki / 'sa.key'}",

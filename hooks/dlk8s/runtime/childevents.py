@@ -15,7 +15,7 @@ import threading
 from typing import NamedTuple
 
 from dlk8s.job.objects import Obj
-from dlk8s.job.urgency import changes_state
+from dlk8s.job.urgency import Urgency, when
 from dlk8s.runtime.childindex import ChildIndex
 from dlk8s.runtime.expectations import Expectations
 from dlk8s.runtime.informer import DELETED
@@ -25,7 +25,7 @@ class Due(NamedTuple):
     """The pass a child's event calls for."""
 
     owner: Obj  # the controlling job's ownerReference (kind, name, uid)
-    now: bool  # at once, else after the batch
+    when: Urgency  # at once, after a short wait, or with the batch
 
 
 class ChildEvents:
@@ -53,22 +53,23 @@ class ChildEvents:
         if not self._listed.is_set():
             return None
         after = None if event == DELETED else obj
-        urgent = changes_state(
+        urgency = when(
             owner["kind"], group, before, after, lambda: self._children.observed(uid).pods
         )
-        return Due(owner, self._run_now(uid, urgent, awaited_all))
+        return Due(owner, self._when(uid, urgency, awaited_all))
 
-    def _run_now(self, uid: str, urgent: bool, awaited_all: bool) -> bool:
-        """An urgent change of a job that awaits nothing, or the last awaited
-        change of a job whose urgent pass was deferred."""
+    def _when(self, uid: str, urgency: Urgency, awaited_all: bool) -> Urgency:
+        """An urgent change of a job that awaits nothing keeps its urgency;
+        the last awaited change of a job whose urgent pass was deferred runs
+        it at once."""
         with self._lock:
-            if urgent and self._expectations.wait_left(uid):
+            if urgency is not Urgency.LATER and self._expectations.wait_left(uid):
                 self._deferred.add(uid)
-                return False
+                return Urgency.LATER
             if awaited_all and uid in self._deferred:
                 self._deferred.discard(uid)
-                return True
-            return urgent
+                return Urgency.NOW
+            return urgency
 
     def forget(self, uid: str) -> None:
         """The job is gone."""

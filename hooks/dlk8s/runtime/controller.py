@@ -28,6 +28,7 @@ from dlk8s.job.names import LABEL_JOB_NAME, EventType, Reason, State
 from dlk8s.job.objects import Obj, job_str
 from dlk8s.job.reconcile import Result, reconcile
 from dlk8s.job.reconcile.refused import after_refusals
+from dlk8s.job.urgency import Urgency
 from dlk8s.runtime import logs, metrics
 from dlk8s.runtime.apiresources import CHILD_RESOURCES, JOB_RESOURCES, KUEUE_CHILD_RESOURCES
 from dlk8s.runtime.childevents import ChildEvents
@@ -54,9 +55,16 @@ CHILD_SELECTOR = LABEL_JOB_NAME
 # Job controller batches its pod events. A change that may move the job's
 # phase or state (job.urgency: its deciding pods up or done, a pod failed or
 # gone) runs the pass at once: the status follows within the pass, not a
-# second later. Events of the job itself are handled at once (but for the
-# echo of our own status write), and every pass writes its status whole.
+# second later. Events of the job itself are handled at once (the echo of
+# our own status write is no event to us), and every pass writes its status
+# whole.
 CHILD_EVENT_BATCH_SECONDS = 1.0
+
+# How long a job whose deciding pods are up waits for its other pods before
+# its pass writes Running (job.urgency's SOON): a status write then says
+# Running with every pod's count, instead of two writes a batch apart. The
+# last of those pods coming up ends the wait at once.
+SIBLINGS_WAIT_SECONDS = 0.25
 
 # Jobs reconciled at once, one job never on two workers (also the default of
 # `dlk8s-operator run --workers`): a pass waits on the API server, not the CPU.
@@ -114,6 +122,7 @@ class Controller:
         api_parallelism: int = API_PARALLELISM,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         child_event_batch: float = CHILD_EVENT_BATCH_SECONDS,
+        siblings_wait: float = SIBLINGS_WAIT_SECONDS,
         pool: Pool | None = None,
         stuck_after: float = STUCK_PASS_SECONDS,
         queue_facts: Callable[[], QueueFacts | None] = lambda: None,
@@ -122,6 +131,7 @@ class Controller:
         self.config = config  # what reconcile knows of the cluster (drivers, images)
         self.clock = clock  # `now` for reconcile and event timestamps
         self.child_event_batch = child_event_batch  # how long a count-only change waits
+        self.siblings_wait = siblings_wait  # how long Running waits for the job's other pods
         # The keys of jobs due a pass; one key is never on two workers.
         self.queue: WorkQueue[JobKey] = WorkQueue(observer=metrics.QueueMetrics())
         metrics.QUEUE_LONGEST.set_function(self.queue.longest_running)
@@ -182,12 +192,10 @@ class Controller:
         def handle(obj: Obj) -> None:
             meta = obj.get("metadata", {})
             key = JobKey(kind, meta.get("namespace", ""), meta.get("name", ""))
-            # The echo of our own status write: the pass that wrote it saw all
-            # it holds, and one at once would mostly write counts that moved
-            # since (a write more per job), so it is batched with their events.
-            if self.own_writes.is_echo(meta):
-                self.queue.add_after(key, self.child_event_batch)
-            else:
+            # The echo of our own status write needs no pass: the pass that
+            # wrote it decided on everything the echo holds, and whatever
+            # changed since (a child, a timer) queues the job on its own.
+            if not self.own_writes.is_echo(meta):
                 self.queue.add(key)
 
         return handle
@@ -211,12 +219,14 @@ class Controller:
                 return
             namespace = obj["metadata"].get("namespace", "")
             key = JobKey(due.owner["kind"], namespace, due.owner["name"])
-            if due.now:
+            if due.when is Urgency.NOW:
                 # Kueue's admission lets a job create its pods: that pass
                 # goes before the others. Other urgent passes keep their
                 # place: in a burst, served first they delay the first
                 # passes of the jobs behind them (make bench-kueue's burst).
                 self.queue.add(key, urgent=group in KUEUE_CHILD_RESOURCES)
+            elif due.when is Urgency.SOON:
+                self.queue.add_after(key, min(self.siblings_wait, self.child_event_batch))
             else:
                 self.queue.add_after(key, self.child_event_batch)
 

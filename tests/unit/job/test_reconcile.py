@@ -55,7 +55,18 @@ def test_first_pass_creates_every_pod_service_and_the_grpc_configmap() -> None:
         "state": "Running",
         "phase": "Creating",
         "reason": "Creating",
-        "conditions": [],
+        # Said by the pass that creates them: its status is written only if
+        # every create succeeds (the controller's tests).
+        "conditions": [
+            {
+                "type": "Created",
+                "status": "True",
+                "reason": "PodsCreated",
+                "message": "All 4 pods of the job have been created",
+                "lastTransitionTime": STAMP,
+                "lastUpdateTime": STAMP,
+            }
+        ],
         "replicaStatuses": [
             # Counted as soon as they are created: see the restart counting tests.
             {"replicaType": "MASTER", "state": "Unknown", "replicasStates": {"Pending": 1}},

@@ -1,5 +1,6 @@
 """Which child changes run their job's pass at once (job.urgency): those that
-may change the job's phase or state; counts alone wait for the batch."""
+may change the job's phase or state; a job turning Running waits a little
+for its other pods; counts alone wait for the batch."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.job.urgency import changes_state
+from dlk8s.job.urgency import Urgency, changes_state, when
 
 
 def pod(role: str, index: int = 0, phase: str | None = "Pending", **status: Any) -> dict[str, Any]:
@@ -51,13 +52,35 @@ def test_a_new_child_waits_for_the_batch() -> None:
 
 
 def test_a_worker_starting_only_moves_counts() -> None:
-    assert tf(pod("worker"), pod("worker", phase="Running")) is False
+    up = pod("worker", phase="Running")
+    master_up = [pod("master", phase="Running"), up, pod("worker", 1)]
+    assert tf(pod("worker"), up, lambda: master_up) is False
+    assert tf(pod("worker"), up, lambda: [pod("master"), up]) is False
     assert tf(pod("worker", phase=None), pod("worker")) is False
 
 
 def test_the_master_coming_up_is_urgent() -> None:
     running = pod("master", phase="Running")
     assert tf(pod("master"), running, lambda: [running, pod("worker")])
+
+
+def test_the_master_coming_up_before_its_siblings_waits_a_little_for_them() -> None:
+    """One write then says Running with every pod's count (make bench's burst)."""
+    running = pod("master", phase="Running")
+    starting = [running, pod("worker")]
+    everyone = [running, pod("worker", phase="Running")]
+    assert when("TFJob", "pods", pod("master"), running, lambda: starting) is Urgency.SOON
+    assert when("TFJob", "pods", pod("master"), running, lambda: everyone) is Urgency.NOW
+
+
+def test_the_last_pod_up_of_a_job_whose_master_is_up_ends_the_wait() -> None:
+    last = pod("worker", 1, phase="Running")
+    up = [pod("master", phase="Running"), pod("worker", 0, phase="Running"), last]
+    assert when("TFJob", "pods", pod("worker", 1), last, lambda: up) is Urgency.NOW
+    no_master = [pod("worker", 0, phase="Running"), last]
+    assert when("TFJob", "pods", pod("worker", 1), last, lambda: no_master) is Urgency.LATER
+    master_down = [pod("master"), *up[1:]]
+    assert when("TFJob", "pods", pod("worker", 1), last, lambda: master_down) is Urgency.LATER
 
 
 def test_a_failure_is_urgent_and_a_worker_success_is_not() -> None:

@@ -16,7 +16,16 @@ from dlk8s.runtime.controller import Controller, JobKey
 from dlk8s.runtime.errors import ApiError, NamespaceTerminatingError, TransportError
 from dlk8s.runtime.informer import ADDED, Cache
 
-from ..support.controller import FIRST_PASS, KEY, count, drain, retried, run_one, watch_catches_up
+from ..support.controller import (
+    FIRST_PASS,
+    KEY,
+    count,
+    drain,
+    pod_starts,
+    retried,
+    run_one,
+    watch_catches_up,
+)
 from ..support.fakes import RecordingKube
 from ..support.worlds import CONFIGMAP, PODS
 
@@ -178,6 +187,7 @@ def test_a_failing_delete_still_writes_the_status_then_retries(
     stray["metadata"]["labels"]["dlk8s.io/replica-index"] = "9"
     stray["metadata"]["uid"] = "uid-stray"
     controller.on_child("pods", ADDED)(stray)
+    pod_starts(controller, kube, "example-job-worker-0")  # the status has news to write
     kube.failures[("delete", "example-job-worker-9")] = ApiError(500, "Internal Server Error")
     before = len(kube.calls)
     assert run_one(controller) == ["error"]

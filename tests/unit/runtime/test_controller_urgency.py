@@ -81,19 +81,39 @@ def test_a_worker_starting_waits_for_the_batch(
     assert controller.queue.waiting == 1
 
 
-@pytest.mark.parametrize(
-    ("event", "name"), [(MODIFIED, MASTER), (DELETED, WORKER)], ids=["master-up", "pod-deleted"]
-)
 def test_a_change_of_the_job_s_state_runs_the_pass_at_once(
-    controller: Controller,
-    kube: RecordingKube,
-    job_caches: dict[str, Cache],
-    event: str,
-    name: str,
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
 ) -> None:
     created(controller, kube, job_caches)
-    controller.on_child("pods", event)(pod(kube, name, "Running"))
+    controller.on_child("pods", DELETED)(pod(kube, WORKER, "Running"))
     assert ready(controller) == 1
+
+
+def test_the_master_up_waits_a_little_for_the_other_pods_and_the_last_of_them_ends_the_wait(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    created(controller, kube, job_caches)
+    controller.on_child("pods", MODIFIED)(pod(kube, MASTER, "Running"))
+    assert (ready(controller), controller.queue.waiting) == (0, 1)
+    others = [name for name in PODS if name != MASTER]
+    for name in others[:-1]:
+        controller.on_child("pods", MODIFIED)(pod(kube, name, "Running"))
+        assert ready(controller) == 0
+    controller.on_child("pods", MODIFIED)(pod(kube, others[-1], "Running"))
+    assert ready(controller) == 1
+
+
+def test_the_wait_for_the_other_pods_is_short_not_the_batch(
+    kube: RecordingKube, job_caches: dict[str, Cache], api_pool: ThreadPoolExecutor
+) -> None:
+    waiting = batching(kube, job_caches, api_pool, siblings_wait=0.05)  # the batch: 60 s
+    try:
+        created(waiting, kube, job_caches)
+        waiting.on_child("pods", MODIFIED)(pod(kube, MASTER, "Running"))
+        assert ready(waiting) == 0
+        assert waiting.queue.get(timeout=5) == KEY
+    finally:
+        waiting.queue.shut_down()
 
 
 def test_an_urgent_change_waits_for_the_last_awaited_create_then_runs_at_once(
@@ -132,14 +152,14 @@ def test_child_events_of_the_first_lists_queue_nothing(
         listing.queue.shut_down()
 
 
-def test_the_event_of_our_own_status_write_is_batched_a_change_of_the_job_is_not(
+def test_the_event_of_our_own_status_write_queues_nothing_a_change_of_the_job_does(
     controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
 ) -> None:
     submitted(job_caches)
     controller.sync(KEY)  # creates, and writes the status
     written = copy.deepcopy(kube.objects[("tfjobs", "ns", "example-job")])
     controller.on_job("TFJob")(written)
-    assert (ready(controller), controller.queue.waiting) == (0, 1)
+    assert (ready(controller), controller.queue.waiting) == (0, 0)
     changed = copy.deepcopy(written)
     changed["metadata"] |= {"resourceVersion": "9999", "generation": 2}
     controller.on_job("TFJob")(changed)

@@ -22,7 +22,7 @@ from dlk8s.runtime.controller import Controller
 from dlk8s.runtime.errors import TransportError
 from dlk8s.runtime.informer import Cache
 
-from ..support.controller import run_one, watch_catches_up
+from ..support.controller import pod_starts, run_one, watch_catches_up
 from ..support.fakes import RecordingKube
 
 Lines = Callable[[], list[dict[str, Any]]]
@@ -87,6 +87,7 @@ def test_every_line_of_one_pass_carries_its_id_and_the_next_pass_another(
     one_pass(controller, api_pool)
     first = lines()
     watch_catches_up(controller, kube, job_caches)
+    pod_starts(controller, kube, "example-job-worker-0")  # the status has news to write
     one_pass(controller, api_pool)
     second = lines()
 

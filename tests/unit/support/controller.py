@@ -9,7 +9,7 @@ from typing import Any
 from prometheus_client import REGISTRY
 
 from dlk8s.runtime.controller import Controller, JobKey
-from dlk8s.runtime.informer import ADDED, Cache
+from dlk8s.runtime.informer import ADDED, MODIFIED, Cache
 
 from .fakes import RecordingKube
 from .worlds import CONFIGMAP, PODS, tfjob
@@ -41,6 +41,14 @@ def watch_catches_up(
             controller.on_child(plural, ADDED)(obj)
         elif plural == "tfjobs":
             job_caches["TFJob"].put(f"ns/{name}", obj)
+
+
+def pod_starts(controller: Controller, kube: RecordingKube, name: str) -> None:
+    """The pod `name` runs: the fake API holds it Running and its watch says
+    so (a change that moves the job's counts, so its next pass writes)."""
+    pod = kube.objects[("pods", "ns", name)]
+    pod["status"] = {"phase": "Running"}
+    controller.on_child("pods", MODIFIED)(pod)
 
 
 def drain(pool: ThreadPoolExecutor) -> None:

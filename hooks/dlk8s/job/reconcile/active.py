@@ -127,7 +127,12 @@ def active_status(
     )
     restarting = restarting or (ConditionType.RESTARTING in job.true_conditions and not running)
     conditions = job.conditions
-    if all(v.pod is not None and not v.terminating for v in views):
+    # The pods this pass creates count as created: its status is written
+    # only once every create succeeded (runtime.controller), and a refusal
+    # turns the condition False (refused.py). Said in the creating pass,
+    # the job needs no write of its own for it.
+    sent = {v.slot.name for v in creating}
+    if all((v.pod is not None and not v.terminating) or v.slot.name in sent for v in views):
         message = f"All {len(views)} pods of the job have been created"
         conditions = set_condition(
             conditions, ConditionType.CREATED, True, Reason.CREATED, message, now
