@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from enum import Enum
+from typing import NamedTuple
 
 from dlk8s.job.kind import Kind
 from dlk8s.job.kinds import lookup
@@ -71,12 +72,13 @@ def when(
     job's pass. `group`: the child's field of Observed ("pods", "services",
     ...); `siblings`: the job's pods as they are now, asked for only when a
     pod comes up."""
-    if not _may_change_state(job_kind, group, before, after, siblings):
-        return _last_up(job_kind, group, before, after, siblings)
-    if group != "pods" or after is None or is_terminating(after):
+    change = _Change(lookup(job_kind), group, before, after, siblings)
+    if not _may_change_state(change):
+        return _last_up(change)
+    kind = change.kind
+    if group != "pods" or after is None or is_terminating(after) or kind is None:
         return Urgency.NOW
-    kind = lookup(job_kind)
-    if kind is None or pod_outcome(after, kind.container).phase != RUNNING:
+    if pod_outcome(after, kind.container).phase != RUNNING:
         return Urgency.NOW
     if _deciding_role(after, kind.deciding_roles) is None:
         return Urgency.NOW
@@ -84,22 +86,26 @@ def when(
     return Urgency.NOW if _all_up(siblings(), kind) else Urgency.SOON
 
 
-def _last_up(
-    job_kind: str,
-    group: str,
-    before: Obj | None,
-    after: Obj | None,
-    siblings: Callable[[], Iterable[Obj]],
-) -> Urgency:
+class _Change(NamedTuple):
+    """One child's change, as `when` was asked about it."""
+
+    kind: Kind | None  # the job's kind, None if unknown
+    group: str
+    before: Obj | None
+    after: Obj | None
+    siblings: Callable[[], Iterable[Obj]]
+
+
+def _last_up(change: _Change) -> Urgency:
     """NOW for the last pod of a job whose deciders are up coming up (its
     Running pass may wait for it), else LATER."""
-    kind = lookup(job_kind)
-    if group != "pods" or before is None or after is None or kind is None:
+    kind, before, after = change.kind, change.before, change.after
+    if change.group != "pods" or before is None or after is None or kind is None:
         return Urgency.LATER
     was, now = pod_outcome(before, kind.container), pod_outcome(after, kind.container)
     if now.phase != RUNNING or was.phase in UP:
         return Urgency.LATER
-    pods = list(siblings())
+    pods = list(change.siblings())
     deciders = [p for p in pods if _deciding_role(p, kind.deciding_roles) is not None]
     return Urgency.NOW if deciders and _all_up(pods, kind) else Urgency.LATER
 
@@ -108,17 +114,9 @@ def _all_up(pods: Iterable[Obj], kind: Kind) -> bool:
     return all(pod_outcome(pod, kind.container).phase in UP for pod in pods)
 
 
-def _may_change_state(
-    job_kind: str,
-    group: str,
-    before: Obj | None,
-    after: Obj | None,
-    siblings: Callable[[], Iterable[Obj]],
-) -> bool:
-    """Whether a child's change from `before` to `after` (None: absent) may
-    change its job's phase or state. `group`: the child's field of Observed
-    ("pods", "services", ...); `siblings`: the job's pods as they are now,
-    asked for only when a deciding pod comes up."""
+def _may_change_state(change: _Change) -> bool:
+    """Whether the child's change may change its job's phase or state."""
+    before, after, group = change.before, change.after, change.group
     if after is None:
         return before is not None
     if is_terminating(after):
@@ -129,7 +127,7 @@ def _may_change_state(
         return True  # Kueue admitted, evicted or finished the job: act on it at once
     if group != "pods":
         return False
-    kind = lookup(job_kind)
+    kind = change.kind
     if kind is None:
         return True
     was, now = pod_outcome(before, kind.container), pod_outcome(after, kind.container)
@@ -145,7 +143,7 @@ def _may_change_state(
     wanted = (SUCCEEDED,) if now.phase == SUCCEEDED else UP
     return all(
         pod_outcome(pod, kind.container).phase in wanted
-        for pod in siblings()
+        for pod in change.siblings()
         if _deciding_role(pod, (role,)) is not None
     )
 
