@@ -330,12 +330,16 @@ def run_burst(
     rate: float = 0.0,
     settle: bool = False,
     peer: Settings | None = None,
+    endpoints: bool = True,
 ) -> dict[str, Any]:
     """Submit `jobs` (at once, or `rate` a second); the operator or the ceiling
     makes their children, or (mode "peer") training-operator with the `peer`
     settings those of the same jobs as Kubeflow's TFJobs. `settle`: the
     operator first works off what it found at start-up (jobs of other
-    namespaces), so that only the jobs submitted here are measured."""
+    namespaces), so that only the jobs submitted here are measured.
+    `endpoints`: the run lasts until every Service's Endpoints holds its
+    pod's address (False where kube-controller-manager still works off
+    what came before: a history of thousands of Services)."""
     label = f"training-operator-{peer.name}" if peer else mode
     namespace = create_namespace(ctx, f"{scenario}-{label}")
     expected_pods = sum(
@@ -415,7 +419,7 @@ def run_burst(
     # Service its pod's address: a run that creates faster leaves it more
     # of that work after its last pod runs, and a window that ended there
     # would not count it (bench/results/results.md: Endpoints).
-    if not watcher.wait("endpoints_addressed", expected_pods, timeout):
+    if endpoints and not watcher.wait("endpoints_addressed", expected_pods, timeout):
         log(f"only {watcher.value('endpoints_addressed')}/{expected_pods} Endpoints addressed")
     result: dict[str, Any] = {"namespace": namespace, "jobs": len(jobs), "pods": expected_pods}
     if peer:
