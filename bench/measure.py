@@ -159,7 +159,7 @@ def longrunning_watches(api: Api, resource: str, group: str = "") -> int:
     )
     total = 0.0
     for labels, value in found:
-        fields = dict(_LABEL.findall(labels))
+        fields = dict(PROM_LABEL.findall(labels))
         if fields.get("resource") != resource or fields.get("verb") != "WATCH":
             continue
         if not group or fields.get("group") == group:
@@ -184,7 +184,7 @@ def cpu_of(pids: dict[str, int]) -> dict[str, float]:
 # --- apiserver metrics ------------------------------------------------------------
 
 _REQUEST_TOTAL = re.compile(r"^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$", re.M)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
+PROM_LABEL = re.compile(r'(\w+)="([^"]*)"')  # one label of a /metrics line
 
 
 def apiserver_requests(api: Api) -> Counter[tuple[str, str]]:
@@ -194,7 +194,7 @@ def apiserver_requests(api: Api) -> Counter[tuple[str, str]]:
         raise RuntimeError(f"GET /metrics: {status}")
     counts: Counter[tuple[str, str]] = Counter()
     for labels, value in _REQUEST_TOTAL.findall(data.decode()):
-        fields = dict(_LABEL.findall(labels))
+        fields = dict(PROM_LABEL.findall(labels))
         resource = fields.get("resource", "")
         if fields.get("subresource"):
             resource += "/" + fields["subresource"]

@@ -27,10 +27,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from measure import Api
+from measure import PROM_LABEL, Api
 
 _LINE = re.compile(r"^([a-z_]+)\{([^}]*)\} ([0-9.e+-]+)$", re.M)
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
 
 # kube-apiserver's counters kept, each keyed by the labels that tell its
 # requests apart (the rest are summed).
@@ -92,7 +91,7 @@ def _parse(text: str, families: dict[str, tuple[str, ...]]) -> Counter[str]:
         keep = families.get(name)
         if keep is None:
             continue
-        fields = dict(_LABEL.findall(labels))
+        fields = dict(PROM_LABEL.findall(labels))
         key = "|".join([name, *(f"{k}={fields.get(k, '')}" for k in keep if fields.get(k))])
         out[key] += float(value)
     return out

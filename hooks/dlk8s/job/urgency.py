@@ -105,9 +105,13 @@ def _last_up(change: _Change) -> Urgency:
     was, now = pod_outcome(before, kind.container), pod_outcome(after, kind.container)
     if now.phase != RUNNING or was.phase in UP:
         return Urgency.LATER
+    # All up first: it stops at the first pod still starting, which in a
+    # job of many WORKERs coming up one by one is most of the time.
     pods = list(change.siblings())
-    deciders = [p for p in pods if _deciding_role(p, kind.deciding_roles) is not None]
-    return Urgency.NOW if deciders and _all_up(pods, kind) else Urgency.LATER
+    if not _all_up(pods, kind):
+        return Urgency.LATER
+    has_deciders = any(_deciding_role(p, kind.deciding_roles) is not None for p in pods)
+    return Urgency.NOW if has_deciders else Urgency.LATER
 
 
 def _all_up(pods: Iterable[Obj], kind: Kind) -> bool:
