@@ -36,7 +36,8 @@ from typing import NamedTuple
 
 from dlk8s.job.kind import Kind
 from dlk8s.job.kinds import lookup
-from dlk8s.job.objects import Obj, is_terminating, replica_key
+from dlk8s.job.kinds.elastic import is_admission_gate
+from dlk8s.job.objects import Obj, as_dict, as_list, dig, is_terminating, replica_key
 from dlk8s.job.policy import FAILED, RUNNING, SUCCEEDED, pod_outcome
 
 UP = (RUNNING, SUCCEEDED)
@@ -45,6 +46,7 @@ UP = (RUNNING, SUCCEEDED)
 class Urgency(Enum):
     """When a child's change runs its job's pass (see the module docstring)."""
 
+    NONE = "none"  # no pass: it changed nothing a pass reads
     LATER = "later"  # with the batch
     SOON = "soon"  # after a short wait for the job's other pods
     NOW = "now"
@@ -58,7 +60,7 @@ def changes_state(
     siblings: Callable[[], Iterable[Obj]],
 ) -> bool:
     """Whether the change may move the job's phase or state (SOON or NOW)."""
-    return when(job_kind, group, before, after, siblings) is not Urgency.LATER
+    return when(job_kind, group, before, after, siblings) in (Urgency.SOON, Urgency.NOW)
 
 
 def when(
@@ -67,11 +69,15 @@ def when(
     before: Obj | None,
     after: Obj | None,
     siblings: Callable[[], Iterable[Obj]],
+    own_create: bool = False,
 ) -> Urgency:
     """When a child's change from `before` to `after` (None: absent) runs its
     job's pass. `group`: the child's field of Observed ("pods", "services",
     ...); `siblings`: the job's pods as they are now, asked for only when a
-    pod comes up."""
+    pod comes up; `own_create`: the change is the echo of a create of the
+    job's last pass."""
+    if _unseen(group, before, after, own_create):
+        return Urgency.NONE
     change = _Change(lookup(job_kind), group, before, after, siblings)
     if not _may_change_state(change):
         return _last_up(change)
@@ -112,6 +118,24 @@ def _last_up(change: _Change) -> Urgency:
         return Urgency.LATER
     has_deciders = any(_deciding_role(p, kind.deciding_roles) is not None for p in pods)
     return Urgency.NOW if has_deciders else Urgency.LATER
+
+
+def _unseen(group: str, before: Obj | None, after: Obj | None, own_create: bool) -> bool:
+    """A change no pass would see (the module docstring's NONE). Not the
+    echo of a Workload: Kueue's webhook may have changed it, and its pass
+    says how the job waits."""
+    if after is None or is_terminating(after):
+        return False
+    if before is None:
+        gates = as_list(dig(after, "spec", "schedulingGates"))
+        gated = any(map(is_admission_gate, gates))
+        return own_create and group != "workloads" and not gated
+    return _but_version(before) == _but_version(after)
+
+
+def _but_version(child: Obj) -> Obj:
+    meta = {k: v for k, v in as_dict(child.get("metadata")).items() if k != "resourceVersion"}
+    return child | {"metadata": meta}
 
 
 def _all_up(pods: Iterable[Obj], kind: Kind) -> bool:

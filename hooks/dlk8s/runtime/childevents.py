@@ -3,10 +3,11 @@
 The event files the child under its job (runtime.childindex) and marks the
 change seen (runtime.expectations). A change that may move the job's phase
 or state (job.urgency) runs the job's pass at once; one that only moves
-counts waits for the batch, so that a burst of pod events costs one pass.
-An urgent change that comes while the job's last pass still awaits its own
-changes would only run a pass that waits: it is deferred until the last of
-those changes shows, and runs then.
+counts waits for the batch, so that a burst of pod events costs one pass;
+one no pass would see (the echo of the job's own create) runs none. A pass
+due while the job's last pass still awaits its own changes would only
+wait: an urgent change, or a pass that found the job waiting, is deferred
+until the last of those changes shows, and runs then.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import NamedTuple
 from dlk8s.job.objects import Obj
 from dlk8s.job.urgency import Urgency, when
 from dlk8s.runtime.childindex import ChildIndex
-from dlk8s.runtime.expectations import Expectations
+from dlk8s.runtime.expectations import Expectations, Seen
 from dlk8s.runtime.informer import DELETED
 
 
@@ -48,28 +49,43 @@ class ChildEvents:
         if owner is None:
             return None
         meta, uid = obj["metadata"], owner["uid"]
-        seen = ("uid", meta.get("uid", "")) if event == DELETED else (group, meta["name"])
-        awaited_all = self._expectations.observe(uid, seen)
+        change = ("uid", meta.get("uid", "")) if event == DELETED else (group, meta["name"])
+        seen = self._expectations.observe(uid, change)
         if not self._listed.is_set():
             return None
         after = None if event == DELETED else obj
         urgency = when(
-            owner["kind"], group, before, after, lambda: self._children.observed(uid).pods
+            owner["kind"],
+            group,
+            before,
+            after,
+            lambda: self._children.observed(uid).pods,
+            own_create=before is None and seen is not Seen.UNAWAITED,
         )
-        return Due(owner, self._when(uid, urgency, awaited_all))
+        due = self._when(uid, urgency, seen is Seen.LAST)
+        return None if due is Urgency.NONE else Due(owner, due)
 
     def _when(self, uid: str, urgency: Urgency, awaited_all: bool) -> Urgency:
         """An urgent change of a job that awaits nothing keeps its urgency;
-        the last awaited change of a job whose urgent pass was deferred runs
-        it at once."""
+        the last awaited change of a job whose pass was deferred runs it at
+        once."""
         with self._lock:
-            if urgency is not Urgency.LATER and self._expectations.wait_left(uid):
+            if urgency in (Urgency.SOON, Urgency.NOW) and self._expectations.wait_left(uid):
                 self._deferred.add(uid)
                 return Urgency.LATER
             if awaited_all and uid in self._deferred:
                 self._deferred.discard(uid)
                 return Urgency.NOW
             return urgency
+
+    def hold(self, uid: str) -> float:
+        """Seconds the job's pass is to wait for its last pass's changes (0:
+        none); a pass that waits runs at once when the last of them shows."""
+        with self._lock:
+            left = self._expectations.wait_left(uid)
+            if left:
+                self._deferred.add(uid)
+            return left
 
     def forget(self, uid: str) -> None:
         """The job is gone."""

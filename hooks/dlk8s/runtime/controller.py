@@ -339,10 +339,10 @@ class Controller:
             return None
         started = time.monotonic()
         uid = job["metadata"]["uid"]
-        wait = self.expectations.wait_left(uid)
+        wait = self.child_events.hold(uid)
         if wait:
-            # The events that show our last changes requeue the job; the
-            # timer only matters if one of them never comes.
+            # The last event that shows our last changes requeues the job;
+            # the timer only matters if one of them never comes.
             return wait
         observed = replace(self.children.observed(uid), queueing=self.queue_facts())
         now = self.clock()

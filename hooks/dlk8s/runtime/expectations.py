@@ -14,10 +14,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import Enum
 
 # What identifies a change once it shows up in a cache: (group, name) for a
 # create (its uid is not known yet) and ("uid", uid) for a delete.
 Change = tuple[str, str]
+
+
+class Seen(Enum):
+    """What a change the caches show was to the job's last pass."""
+
+    UNAWAITED = "unawaited"  # not one of its changes (someone else's, or a list's)
+    AWAITED = "awaited"  # one of them, and others are still to show
+    LAST = "last"  # the last of them
 
 
 @dataclass
@@ -46,17 +55,17 @@ class Expectations:
         """A call that failed or changed nothing: nothing will show up."""
         self.observe(job_uid, change)
 
-    def observe(self, job_uid: str, change: Change) -> bool:
-        """Whether this was the last change the job waited for."""
+    def observe(self, job_uid: str, change: Change) -> Seen:
+        """Whether the job awaited this change, and was it the last."""
         with self._lock:
             pending = self._by_job.get(job_uid)
             if pending is None or change not in pending.changes:
-                return False
+                return Seen.UNAWAITED
             pending.changes.discard(change)
             if pending.changes:
-                return False
+                return Seen.AWAITED
             del self._by_job[job_uid]
-            return True
+            return Seen.LAST
 
     def wait_left(self, job_uid: str) -> float:
         """Seconds until the job may be reconciled regardless; 0 when it may now."""

@@ -8,7 +8,12 @@
   of new jobs' first passes (the controller says which adds are urgent).
 - ``add_after`` schedules a key; a key scheduled twice keeps the earlier
   time, and a key already queued is not scheduled again, so a burst of
-  delayed adds costs one pass.
+  delayed adds costs one pass. A key handed to a worker loses its
+  schedule: its pass sees every change that was scheduled for, and sets
+  its own timers again (the controller's passes derive them from the job
+  each time). Unlike client-go's, whose delayed adds still fire, so that a
+  pod's count change batched just before its job's urgent pass ran a
+  second pass that found nothing to do.
 - ``add_rate_limited`` delays a key exponentially per consecutive failure,
   and all retries together by a token bucket (client-go's default controller
   rate limiter: the larger of the two waits), so that a failure every job
@@ -219,6 +224,7 @@ class WorkQueue(Generic[K]):
                 self._ready.wait(remaining)
             self._processing.add(key)
             self._dirty.discard(key)
+            self._ready_at.pop(key, None)  # its entry in _waiting is skipped
             now = time.monotonic()
             self._started_at[key] = now
             self._observer.depth(self._ready_count())

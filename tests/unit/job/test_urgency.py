@@ -123,3 +123,26 @@ def test_a_decider_no_longer_up_is_urgent() -> None:
 
 def test_a_job_of_an_unknown_kind_is_urgent_on_any_phase_change() -> None:
     assert changes_state("Nope", "pods", pod("worker"), pod("worker", phase="Running"), never)
+
+
+def test_a_change_no_pass_reads_runs_none() -> None:
+    bound = pod("worker") | {"metadata": pod("worker")["metadata"] | {"resourceVersion": "9"}}
+    assert when("TFJob", "pods", pod("worker"), bound, never) is Urgency.NONE
+    up = pod("worker", phase="Running")
+    assert when("TFJob", "pods", pod("worker"), up, lambda: [up]) is not Urgency.NONE
+    relabelled = pod("worker") | {"metadata": pod("worker")["metadata"] | {"labels": {}}}
+    assert when("TFJob", "pods", pod("worker"), relabelled, never) is Urgency.LATER
+
+
+def test_the_echo_of_the_job_s_own_create_runs_none_unless_its_pod_waits_behind_our_gate() -> None:
+    assert when("TFJob", "pods", None, pod("worker"), never, own_create=True) is Urgency.NONE
+    service = {"metadata": {"name": "s"}}
+    assert when("TFJob", "services", None, service, never, own_create=True) is Urgency.NONE
+    # Someone else's create, or a list's, is news to the job.
+    assert when("TFJob", "pods", None, pod("worker"), never) is Urgency.LATER
+    gated = pod("trainer") | {"spec": {"schedulingGates": [{"name": "dlk8s.io/admission"}]}}
+    assert when("PaddleJob", "pods", None, gated, never, own_create=True) is Urgency.LATER
+    others = pod("trainer") | {"spec": {"schedulingGates": [{"name": "example.com/x"}]}}
+    assert when("PaddleJob", "pods", None, others, never, own_create=True) is Urgency.NONE
+    workload = {"metadata": {"name": "w"}, "spec": {}}
+    assert when("TFJob", "workloads", None, workload, never, own_create=True) is Urgency.LATER

@@ -134,6 +134,33 @@ def test_an_urgent_change_waits_for_the_last_awaited_create_then_runs_at_once(
     assert ready(controller) == 1
 
 
+def test_the_echo_of_the_job_s_own_creates_runs_no_pass(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    """The pass that created them decided on them as they show: the last
+    echo scheduled one a batch later that found nothing to do."""
+    created(controller, kube, job_caches)
+    assert (ready(controller), controller.queue.waiting) == (0, 0)
+    bound = pod(kube, WORKER, "Pending")
+    bound["metadata"]["resourceVersion"] = "77"  # and spec.nodeName: not kept
+    controller.on_child("pods", MODIFIED)(bound)
+    assert (ready(controller), controller.queue.waiting) == (0, 0)
+
+
+def test_a_pass_that_found_the_job_awaiting_its_creates_runs_when_the_last_shows(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    submitted(job_caches)
+    controller.sync(KEY)
+    *first, (plural, last) = children(kube)
+    for group, obj in first:
+        controller.on_child(group, ADDED)(obj)
+    assert controller.sync(KEY) > 1  # a change of the job: it waits, on a long timer
+    assert ready(controller) == 0
+    controller.on_child(plural, ADDED)(last)
+    assert ready(controller) == 1
+
+
 def test_child_events_of_the_first_lists_queue_nothing(
     kube: RecordingKube, job_caches: dict[str, Cache], api_pool: ThreadPoolExecutor
 ) -> None:

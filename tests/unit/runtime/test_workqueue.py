@@ -123,6 +123,24 @@ def test_a_burst_of_delayed_adds_is_one_pass_at_the_earliest_time() -> None:
         queue.get(timeout=0.5)  # the later entries were superseded
 
 
+def test_a_key_handed_to_a_worker_loses_its_schedule() -> None:
+    """Its pass sees what the later time was for (a batched count change):
+    no second pass follows it, though other keys keep their times."""
+    queue = WorkQueue()
+    queue.add_after("job", 0.2)
+    queue.add_after("other", 0.2)
+    queue.add("job")  # an urgent change of the same job
+    assert queue.get(timeout=1) == "job"
+    assert queue.waiting == 1
+    queue.done("job")
+    assert queue.get(timeout=1) == "other"
+    queue.done("other")
+    with pytest.raises(TimeoutError):
+        queue.get(timeout=0.4)
+    queue.add_after("job", 0.05)  # scheduled again: it runs again
+    assert queue.get(timeout=1) == "job"
+
+
 def test_delayed_add_of_a_queued_key_is_dropped() -> None:
     queue = WorkQueue()
     queue.add("job")
