@@ -168,6 +168,8 @@ def test_the_autoscaler_grows_an_elastic_job_and_no_variable_goes_stale(
         "PET_MAX_RESTARTS": "10",
         "PET_NPROC_PER_NODE": "1",
         "PYTHONUNBUFFERED": "1",
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        "USE_LIBUV": "0",
     }
     assert {name: torch_env(pod) for name, pod in pods.items()} == dict.fromkeys(pods, expected)
     for name, pod in pods.items():

@@ -18,11 +18,16 @@ exit codes torchrun gave:
 - an elastic job of two WORKERs with `maxRestarts: 3`, whose process in
   WORKER 1 SIGKILLs itself once: both torchruns restart their group and
   rendezvous again, no pod is recreated, and the job succeeds;
+- an elastic job of 2 to 3 WORKERs on a node that holds 3: the autoscaler
+  grows it to 3, then takes one back for another job's pod; torchrun
+  rendezvouses again each time, the processes print the world they see,
+  and the job still ends Done.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -33,14 +38,15 @@ import pytest
 from dlk8s_dev.localcluster import LocalCluster
 from dlk8s_dev.localdeploy import OperatorProcess
 
-from .helpers import apply, get_or_none
-from .training import Lab, Recorder, finished, kustomized, local_operator
+from .helpers import apply, get_or_none, wait_until
+from .training import Lab, Recorder, finished, free_cpu, kustomized, local_operator
 
 EXAMPLE = "pytorchjob-ddp"
 NPROC = "pytorchjob-nproc"
 FAIL = "pytorchjob-fail"
 KILL = "pytorchjob-kill"
 KILL_AT = 100
+GROW, SQUEEZE = "pytorchjob-elastic", "pytorchjob-squeeze"
 STEP_LOSS = re.compile(r"^(\S+) rank (\d+)/(\d+): step (\d+) loss ([0-9.e+-]+)$", re.M)
 WORLD = re.compile(r"^(\S+) rank (\d+)/(\d+): backend cpu:gloo, world size (\d+)$", re.M)
 
@@ -205,3 +211,58 @@ def test_a_worker_killed_by_sigkill_comes_back_within_max_restarts(lab: Lab) -> 
         assert set(sizes) == {"2"}, (pod, log)
         done = r"done after [123] restarts: largest error 0\.\d+ <= 0\.05$"
         assert re.search(done, log, re.M), log
+
+
+def sized(job: dict[str, Any], cpu: int) -> dict[str, Any]:
+    """Every pod of `job` asking for `cpu` millicores."""
+    for entry in job["spec"]["replicaSpecs"]:
+        entry["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = f"{cpu}m"
+    return job
+
+
+def worker_count(lab: Lab, job: str) -> int | None:
+    found = get_or_none(lab.cluster, "pytorchjob", job, "-n", lab.namespace) or {}
+    value = found.get("status", {}).get("workers")
+    return value if isinstance(value, int) else None
+
+
+def test_the_autoscaler_grows_an_elastic_job_and_takes_a_worker_back(lab: Lab) -> None:
+    cluster, ns = lab.cluster, lab.namespace
+    example = the_job(kustomized(cluster, EXAMPLE))
+    # A WORKER's size: three fit in what the node has free, four do not.
+    room = wait_until(
+        lambda: (f := free_cpu(cluster)) >= 900 and f, timeout=120, what="room on the real node"
+    )
+    cpu = room * 10 // 32
+    # examples/pytorchjob-elastic, from 2 WORKERs rather than 1.
+    grow = the_job(kustomized(cluster, GROW))
+    grow["spec"]["elasticPolicy"]["minReplicas"] = 2
+    apply(cluster, ns, sized(grow, cpu))
+    wait_until(lambda: worker_count(lab, GROW) == 3, timeout=120, what=f"{GROW} grown to 3")
+    third = f"{GROW}-worker-2"
+    wait_until(
+        lambda: re.search(r"world size 3$", lab.recorder.log(third), re.M),
+        timeout=120,
+        what=f"{third} in a world of 3",
+    )
+    # A pod that only fits in a WORKER's room: the autoscaler takes one back.
+    squeeze = variant(example, SQUEEZE, 0, ["--steps=900", "--log-every=100", "--pace=0.1"])
+    apply(cluster, ns, sized(squeeze, cpu))
+    wait_until(lambda: worker_count(lab, GROW) == 2, timeout=120, what=f"{GROW} back at 2")
+    status = ended(lab, GROW)
+    assert status["state"] == "Succeeded", status
+    kept = lab.recorder.log(f"{GROW}-worker-0")
+    sizes = [size for *_, size in WORLD.findall(kept)]
+    # Grown to 3 (or started there, if the autoscaler was quicker than the
+    # first rendezvous), later back to 2: a group of each, the last one done.
+    assert "3" in sizes, kept
+    assert "2" in sizes[sizes.index("3") :], kept
+    assert re.search(r"done after \d+ restarts: largest error 0\.\d+ <= 0\.05$", kept, re.M), kept
+    events = cluster.kubectl(
+        "get", "events", "-n", ns, "--field-selector",
+        f"involvedObject.name={GROW},reason=WorkersScaled", "-o", "json",
+    )  # fmt: skip
+    said = [e["message"] for e in json.loads(events.stdout)["items"]]
+    assert any(m.startswith("Scaling workers from 2 to 3") for m in said), said
+    assert any(m.startswith("Scaling workers from 3 to 2") for m in said), said
+    assert ended(lab, SQUEEZE)["state"] == "Succeeded"

@@ -166,6 +166,8 @@ def test_elastic_example_keeps_the_templates_rendezvous_settings() -> None:
             "PET_MAX_RESTARTS": "10",
             "PET_NPROC_PER_NODE": "1",
             "PYTHONUNBUFFERED": "1",
+            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+            "USE_LIBUV": "0",
         }
         # Its own address in the rendezvous: a recreated pod's is new.
         assert fields(pod) == {"PET_LOCAL_ADDR": "status.podIP"}
@@ -181,6 +183,18 @@ def test_an_elastic_agents_address_is_its_pods_ip_whatever_the_template_says() -
         assert entries == [
             {"name": "PET_LOCAL_ADDR", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
         ]
+
+
+def test_an_elastic_job_s_store_is_given_anew_each_round_unless_the_template_says() -> None:
+    job = elastic(2, 1, 3)
+    job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "0"}
+    ]
+    assert {env(pod)["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] for pod in pods(job).values()} == {"0"}
+    for pod in pods(job).values():
+        assert env(pod)["USE_LIBUV"] == "0"
+    for pod in pods(ptjob({"MASTER": 1, "WORKER": 1})).values():
+        assert not {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "USE_LIBUV"} & set(env(pod))
 
 
 def test_a_static_job_leaves_the_agents_address_to_torchrun() -> None:
@@ -268,6 +282,8 @@ def test_elastic_workers_meet_at_worker_0_through_c10d() -> None:
         "PET_NNODES": "1:4",
         "PET_MAX_RESTARTS": "3",
         "PYTHONUNBUFFERED": "1",
+        "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        "USE_LIBUV": "0",
     }
     assert {name: env(pod) for name, pod in made.items()} == {
         "j-worker-0": expected,

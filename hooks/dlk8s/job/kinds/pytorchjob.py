@@ -318,6 +318,18 @@ def torch_env(ctx: JobContext, slot: Slot) -> dict[str, str]:
 # the rank-0 agent's address is where its worker processes meet.
 ELASTIC_FIELDS: Final = {"PET_LOCAL_ADDR": "status.podIP"}
 
+# torchrun since 2.4 (our image's 2.6 too) hosts its workers' store in the
+# agent that had rank 0 in its first rendezvous round, and keeps that
+# address for every later round: an agent that joins a grown or mended
+# group asks the round for an address nobody gives it, and waits with the
+# others until the join times out (pytorch#135712, pytorch#182375; seen on
+# the real node and with torchrun alone). Without the sharing, each round's
+# rank 0 gives its workers' address anew, and its first process hosts their
+# store, which by default asks for libuv: a PyTorch built without it
+# (Debian's) then fails at init_process_group, so the store's older
+# backend, which every build has. Defaults: the template's own values win.
+ELASTIC_DEFAULTS: Final = (("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"), ("USE_LIBUV", "0"))
+
 
 def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
     values = torch_env(ctx, slot)
@@ -326,6 +338,8 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
         set_env(container, values, ELASTIC_FIELDS if elastic else None)
         # Kubeflow's too: `kubectl logs` shows a print when it is made.
         add_env_defaults(container, (("PYTHONUNBUFFERED", "1"),))
+        if elastic:
+            add_env_defaults(container, ELASTIC_DEFAULTS)
     if slot.role == WORKER and awaits_admission(
         ctx, is_autoscaled(ctx.job.raw), WORKERS.requested(ctx.job.raw)
     ):
