@@ -1,13 +1,15 @@
-"""Which pytest process runs which tests under `make test` (pytest -n 2).
+"""Which pytest process runs which tests under `make test` (pytest -n 3).
 
 Three groups of end-to-end modules, each run whole by one process, so that
 a group's session clusters are shared within it and the processes wait on
 different things at once: the kwok modules (kwok's and our timers), the
 modules that train on the session's real node (containers, TensorFlow,
 PyTorch), and those that start and stop clusters of their own (the demo,
-`make cluster`, a release on a bare node, Kueue, the node's own tests). Two
-of them at once on one real node's machine is what the groups prevent. The
-unit tests go wherever there is room, one by one.
+`make cluster`, a release on a bare node, Kueue, the node's own tests).
+Split across processes, a group would start its session cluster once in
+each. Each real node takes a free subnet of its own, so the session's real
+node and an own cluster's run side by side. The unit tests go wherever
+there is room, one by one.
 
 pytest-xdist's own `--dist loadgroup` reads xdist_group markers through
 the item's `_nodeid`, which pytest 9 no longer has: every test went to
@@ -31,7 +33,14 @@ REAL_NODE_MODULES: Final = frozenset(
     }
 )
 OWN_CLUSTER_MODULES: Final = frozenset(
-    {"test_demo", "test_kueue", "test_publish", "test_realnode", "test_stopping"}
+    {
+        "test_demo",
+        "test_kueue",
+        "test_kueue_jobs",
+        "test_publish",
+        "test_realnode",
+        "test_stopping",
+    }
 )
 
 
