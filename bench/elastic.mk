@@ -1,9 +1,10 @@
 # `make bench-elastic`: elastic PyTorchJobs and PaddleJobs (every other job
 # of a trace a PyTorchJob) replayed together with and without the autoscaler
 # on 8 kwok nodes x 8 GPUs (bench/elastic.py), one run of each mode per trace
-# (bench/elastic-trace*.json: committed, heavy, burst). A benchmark, not a
-# test: it prints the tables and writes bench/results/elastic.{json,md} and
-# elastic-<trace>.png. About 36 minutes at the default --scale 0.08.
+# (bench/elastic-trace*.json: committed, heavy, burst) and three of the heavy
+# trace, judged on their median. A benchmark, not a test: it prints the
+# tables and writes bench/results/elastic.{json,md} and elastic-<trace>.png.
+# About an hour at the default --scale 0.08 (--replays 1: about 36 minutes).
 # ELASTIC_ARGS passes options, e.g.
 #   make bench-elastic ELASTIC_ARGS="--trace heavy --only static"
 #   make bench-elastic ELASTIC_ARGS="--paddle-only"   # PaddleJobs only

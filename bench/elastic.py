@@ -2,6 +2,7 @@
 
     make bench-elastic                                   # every trace, both modes
     make bench-elastic ELASTIC_ARGS="--trace heavy"      # one trace
+    make bench-elastic ELASTIC_ARGS="--replays 1"        # one replay of each trace
     make bench-elastic ELASTIC_ARGS="--paddle-only"      # every job a PaddleJob
     .tools/venv/bin/python bench/elastic.py generate     # rewrite the traces (deterministic)
     .tools/venv/bin/python bench/elastic.py report       # tables and plots from elastic.json
@@ -15,6 +16,9 @@ same 36 jobs and differ only in when the jobs arrive:
 - heavy: the same arrivals 1.5x as often (a mean gap of 40 s);
 - burst: the committed trace with a third of the jobs (the 13th to the
   24th) arriving within one minute; the others keep their times.
+
+The heavy trace is replayed three times in both modes (its targets are the
+median of three ratios to static: bench/elastic_traces.py), the others once.
 
 Every other job of a trace (job-01, job-03, ...) is replayed as an elastic
 PyTorchJob, the others as PaddleJobs, as bench/elastic_model.py's mixed
@@ -70,8 +74,8 @@ and every count (trainers, WORKERs) the autoscaler writes, with its reason: the
 replay's own account of where waiting time goes.
 
 Results: bench/results/elastic.{json,md} and elastic-<trace>.png (--out puts
-them elsewhere); operator logs and the unthinned samples under
-<out>/raw/elastic/ (not committed).
+them elsewhere; bench/elastic_report.py writes them); operator logs and the
+unthinned samples under <out>/raw/elastic/ (not committed).
 """
 
 from __future__ import annotations
@@ -81,8 +85,6 @@ import itertools
 import json
 import logging
 import math
-import random
-import re
 import shutil
 import statistics
 import sys
@@ -96,12 +98,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elastic_report import RESULTS, RESULTS_JSON, median_replay, write_report
+from elastic_traces import (
+    IDLE_CAUSES,
+    KINDS,
+    PADDLE,
+    PYTORCH,
+    SIZED_ROLES,
+    TRACES,
+    WAIT_CAUSES,
+    assign_kinds,
+    kind_of,
+    write_traces,
+)
+
 from dlk8s.autoscaler.cluster import Pod
 from dlk8s.autoscaler.manifests import pod_from_manifest
 from dlk8s.job.computeresources import Resources, from_list
-from dlk8s.job.kinds.elastic import CountAnnotations
-from dlk8s.job.kinds.paddle_spec import TRAINERS
-from dlk8s.job.kinds.pytorchjob import WORKERS
 from dlk8s.job.names import API_VERSION
 from dlk8s.runtime.apiresources import JOB_RESOURCES, resource_for
 from dlk8s.runtime.client import Kube, Selectors
@@ -110,138 +123,22 @@ from dlk8s_dev.localcluster import EXIT_CODE_ANNOTATION, LocalCluster, NodeSpec
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 from dlk8s_dev.stopping import interrupt_on_termination
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results"
-RESULTS_JSON = RESULTS / "elastic.json"
 RAW = RESULTS / "raw" / "elastic"
 NAMESPACE = "elastic-bench"
 GIB = 2**30
-DEFAULT_SCALE = 0.08  # wall seconds per trace second: six replays in about 36 minutes
+DEFAULT_SCALE = 0.08  # wall seconds per trace second: a replay of both modes in about 12 minutes
 # Trace seconds a job that cannot be placed waits before a node is kept for
 # it (--autoscaler-reserve-after, scaled). The operator's default (600 s)
 # suits jobs of hours; the traces' jobs run for a few thousand trace
 # seconds. Autoscaler-only replays of the heavy trace while this was
 # chosen: at 200, mean wait 135.6 and 152.6, max 917.5 and 882.3 (nodes
 # kept for many jobs hold newcomers back); at 450, mean 121.1, max 661.8.
+# With every other job a PyTorchJob (2026-11-26, three replays each, as
+# shares of static's): at 450, mean 0.68, 0.71, 0.69 and max 0.56, 0.55,
+# 0.56; at 700, mean 0.76, 0.67, 0.63 and max 0.61, 0.67, 0.70.
 DEFAULT_RESERVE_AFTER = 450.0
-BURST_WINDOW = 60.0
 # kube-scheduler's default podMaxBackoffSeconds (see scheduler_backoff).
 SCHEDULER_MAX_BACKOFF = 10
-
-
-# --- the kinds ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Kind:
-    """An elastic kind as the bench meets it."""
-
-    name: str
-    role: str  # dlk8s.io/replica-type of the pods the autoscaler sizes
-    counts: CountAnnotations  # the count asked for; status.<noun> shows the count run
-    bounds: tuple[str, str]  # the spec's names of the minimum and the maximum
-
-
-PADDLE = Kind("PaddleJob", "trainer", TRAINERS, ("minInstance", "maxInstance"))
-PYTORCH = Kind("PyTorchJob", "worker", WORKERS, ("minReplicas", "maxReplicas"))
-KINDS = {k.name: k for k in (PADDLE, PYTORCH)}
-# The roles of the pods the autoscaler sizes: no bench PaddleJob has a
-# WORKER and no bench PyTorchJob a trainer (or a MASTER), so the role alone
-# tells a sized pod.
-SIZED_ROLES = frozenset(k.role for k in KINDS.values())
-
-
-def assign_kinds(jobs: Sequence[dict[str, Any]], mixed: bool) -> None:
-    """Every other job (the second, the fourth, ...) a PyTorchJob when
-    `mixed`, as bench/elastic_model.py's mixed replays; the rest PaddleJobs."""
-    for i, job in enumerate(jobs):
-        job["kind"] = PYTORCH.name if mixed and i % 2 == 1 else PADDLE.name
-
-
-def kind_of(spec: Mapping[str, Any]) -> Kind:
-    return KINDS[spec.get("kind", PADDLE.name)]
-
-
-# --- the traces ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TraceSpec:
-    name: str
-    title: str
-    seed: int = 2026
-    jobs: int = 36
-    gap: float = 60.0  # mean seconds between arrivals
-    burst: float = 0.0  # the share of the jobs that arrive within BURST_WINDOW
-
-    @property
-    def path(self) -> Path:
-        suffix = "" if self.name == "committed" else f"-{self.name}"
-        return HERE / f"elastic-trace{suffix}.json"
-
-
-TRACES = {
-    t.name: t
-    for t in (
-        TraceSpec("committed", "the committed trace: Poisson arrivals, mean gap 60 s"),
-        TraceSpec("heavy", "arrivals 1.5x as often: mean gap 40 s", gap=40.0),
-        TraceSpec("burst", "a third of the jobs within one minute", burst=1 / 3),
-    )
-}
-
-
-def generate(seed: int, jobs: int = 36, gap: float = 60.0, burst: float = 0.0) -> dict[str, Any]:
-    """A deterministic trace: Poisson arrivals, mostly small minimums that
-    may grow 3-6x, 1/2/4 GPUs per trainer, and work that takes 150-450 s at
-    maxInstance (so 3-6x that at minInstance). The same seed gives the same
-    jobs whatever the gap and burst: only the arrivals differ."""
-    rng = random.Random(seed)
-    arrival = 0.0
-    entries = []
-    for i in range(jobs):
-        if i:
-            arrival += rng.expovariate(1 / gap)
-        gpus = rng.choice([1, 1, 2, 2, 2, 4])
-        low = rng.choice([1, 1, 2, 2, 3])
-        high = max(low + 1, min(low * rng.choice([3, 4, 5, 6]), 32 // gpus))
-        work = round(high * rng.uniform(150, 450))
-        entries.append(
-            {
-                "name": f"job-{i:02d}",
-                "arrival": arrival,
-                "minTrainers": low,
-                "maxTrainers": high,
-                "gpusPerTrainer": gpus,
-                "work": work,
-            }
-        )
-    arrivals = squeeze_burst([e["arrival"] for e in entries], burst) if burst else None
-    for i, entry in enumerate(entries):
-        entry["arrival"] = round(arrivals[i] if arrivals else entry["arrival"], 1)
-    options = f"jobs={jobs}, gap={gap}" + (f", burst={burst:.3f}" if burst else "")
-    return {
-        "seed": seed,
-        "generator": f"bench/elastic.py generate --seed {seed} ({options})",
-        "units": {"arrival": "trace seconds", "work": "trainer-seconds"},
-        "cluster": {"nodes": 8, "gpusPerNode": 8, "cpuPerNode": "32", "memoryPerNode": "256Gi"},
-        "jobs": entries,
-    }
-
-
-def squeeze_burst(arrivals: Sequence[float], share: float) -> list[float]:
-    """`share` of the jobs, from the one a third of the way in, arrive within
-    BURST_WINDOW (their gaps shrunk in proportion). The others keep their
-    times: the same jobs over the same span, only burstier, so the burst is
-    not confused with a heavier load."""
-    count = max(2, round(len(arrivals) * share))
-    first = len(arrivals) // 3
-    last = min(first + count, len(arrivals)) - 1
-    span = arrivals[last] - arrivals[first]
-    factor = min(1.0, (BURST_WINDOW - 5) / span) if span > 0 else 1.0
-    return [
-        arrivals[first] + (t - arrivals[first]) * factor if first < i <= last else t
-        for i, t in enumerate(arrivals)
-    ]
 
 
 def manifest(job: dict[str, Any]) -> dict[str, Any]:
@@ -379,16 +276,6 @@ def out_of_bounds(
 
 # --- why a job waits ---------------------------------------------------------------------------
 
-# In the order wait_cause tests them; the first that holds names the tick.
-WAIT_CAUSES = {
-    "no pods yet": "the operator has not created the job's minimum trainers (WORKERs) yet",
-    "room free": "its minimum fits the free GPUs now; the scheduler has not bound it yet",
-    "room being freed": "it fits once the pods being deleted are gone",
-    "held above minimum": "it fits if others give back trainers (WORKERs) above their minimum",
-    "fragmented": "enough GPUs above minimums in total, but not on few enough nodes",
-    "full at minimums": "it would not fit even with every other job at its minimum",
-}
-
 
 def wait_cause(
     spec: Mapping[str, Any],
@@ -440,14 +327,6 @@ def fits(need: Sequence[int], room: Mapping[str, int]) -> bool:
             return False
         left[node] -= amount
     return True
-
-
-IDLE_CAUSES = {
-    "not running": "held by pods bound but not Running: starting, or being deleted",
-    "pending pods": "free while pods that fit are pending (scheduler back-off, operator)",
-    "growth": "free while a running job below its max could use it (the next pass)",
-    "fragments": "free, but no pending pod and no job's trainer fits it",
-}
 
 
 def idle_gpus(
@@ -937,328 +816,31 @@ def _thin(samples: list[Any], step: float) -> list[Any]:
     return out
 
 
-def compact_json(value: Any) -> str:
-    """Indented JSON with innermost lists of numbers and strings on one line."""
-    text = json.dumps(value, indent=1)
-    flat = re.sub(
-        r"\[\s+((?:-?[0-9.eE]+|null|\"[^\"\n]*\")(?:,\s+(?:-?[0-9.eE]+|null|\"[^\"\n]*\"))*)\s+\]",
-        lambda m: "[" + ", ".join(x.strip() for x in re.split(r",\s*\n\s*", m.group(1))) + "]",
-        text,
-    )
-    return flat + "\n"
-
-
-# --- the report ------------------------------------------------------------------------------
-
-TARGETS = {"waitRatio": 0.5, "maxWaitRatio": 0.5, "saturated": 0.95}
-
-
-def acceptance(auto: dict[str, Any], static: dict[str, Any]) -> dict[str, Any]:
-    """The issue's figures for one trace: ratios to static, and whether each is met."""
-    mean = auto["meanWait"] / static["meanWait"] if static["meanWait"] else None
-    worst = auto["maxWait"] / static["maxWait"] if static["maxWait"] else None
-    checks = auto["checks"]
-    return {
-        "meanWaitRatio": mean,
-        "maxWaitRatio": worst,
-        "met": {
-            "mean wait <= 0.5 of static": mean is not None and mean <= TARGETS["waitRatio"],
-            "max wait <= 0.5 of static's": worst is not None and worst <= TARGETS["maxWaitRatio"],
-            "GPU use while demand >= capacity >= 95 %": auto["gpuUtilizationSaturated"]
-            >= TARGETS["saturated"],
-            "no node overcommitted": not checks["overcommitted"],
-            "every job within [min, max]": not checks["outOfBounds"],
-            "every job completed": auto["jobsCompleted"] == static["jobsCompleted"],
-        },
-    }
-
-
-ROWS: tuple[tuple[str, str, str], ...] = (
-    ("GPU use while demand >= capacity", "gpuUtilizationSaturated", "%"),
-    ("  (trace seconds of that window)", "saturatedSeconds", ""),
-    ("GPU use, whole run", "gpuUtilization", "%"),
-    ("mean wait (submission -> first trainer or WORKER Running)", "meanWait", ""),
-    ("median wait", "medianWait", ""),
-    ("max wait", "maxWait", ""),
-    ("mean completion (submission -> work done)", "meanCompletion", ""),
-    ("makespan (last job done)", "makespan", ""),
-    ("jobs completed", "jobsCompleted", ""),
-    ("overcommitted node (ticks seen)", "overcommitted", "check"),
-    ("job outside [min, max] (ticks seen)", "outOfBounds", "check"),
-    ("operator peak RSS (MiB)", "operatorPeakRssMiB", ""),
-    ("replay wall time (s)", "replayWallSeconds", ""),
-)
-
-
-def _cell(run: dict[str, Any] | None, key: str, unit: str) -> str:
-    if run is None:
-        return "-"
-    if unit == "check":
-        found = run["checks"][key]
-        return f"none in {run['checks']['ticks']} ticks" if not found else f"{sum(found.values())}"
-    value = run.get(key)
-    if value is None:
-        return "-"
-    return f"{100 * value:.1f} %" if unit == "%" else str(value)
-
-
-def trace_markdown(name: str, result: dict[str, Any]) -> list[str]:
-    runs = result["runs"]
-    auto, static = runs.get("autoscaler"), runs.get("static")
-    lines = [
-        f"## {name}: {TRACES[name].title if name in TRACES else ''}",
-        "",
-        f"{result['trace']['jobs']} jobs ({result['trace']['generator']}), "
-        f"{result['trace']['cluster']}; {_offered_load(name):.2f} x the cluster's "
-        "GPU-seconds offered while the jobs arrive; "
-        f"one trace second = {result['scale']} s wall; "
-        f"this trace's two replays took {result['wallSeconds']:.0f} s. "
-        "Times are trace seconds.",
-        "",
-        *_kinds_lines(result["trace"]),
-        "",
-        "| | autoscaler | static (minimums) |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {label} | {_cell(auto, k, u)} | {_cell(static, k, u)} |" for label, k, u in ROWS]
-    lines += _wait_by_kind_rows(auto, static)
-    lines += ["", *_acceptance_lines(auto, static), "", *_cause_lines(auto, static)]
-    lines += ["", *_idle_lines(auto, static)]
-    for run in (auto, static):
-        lines += _problem_lines(run)
-    if auto and auto.get("autoscalerChanges"):
-        lines += ["", f"Autoscaler changes: {auto['autoscalerChanges']}."]
-    lines += ["", f"![{name}](elastic-{name}.png)", ""]
-    return lines
-
-
-def _kinds_lines(trace: dict[str, Any]) -> list[str]:
-    """Which jobs were which kind (results from before the mixed replays
-    have no "kinds": every job was a PaddleJob)."""
-    kinds = trace.get("kinds") or {PADDLE.name: None}
-    if list(kinds) == [PADDLE.name]:
-        return ["Every job a PaddleJob (as `--paddle-only` replays them)."]
-    described = {
-        PADDLE.name: "PaddleJobs (trainers, a pserver and a master)",
-        PYTORCH.name: "PyTorchJobs (elastic, WORKERs only, no MASTER)",
-    }
-    return [
-        f"{described.get(kind, kind + 's')}: {', '.join(names or [])}."
-        for kind, names in kinds.items()
-    ]
-
-
-def _wait_by_kind_rows(auto: dict[str, Any] | None, static: dict[str, Any] | None) -> list[str]:
-    kinds = sorted({k for run in (auto, static) if run for k in run.get("meanWaitByKind", {})})
-    if len(kinds) < 2:
-        return []
-    return [
-        f"| mean wait of the {kind}s | "
-        + " | ".join(
-            str((run or {}).get("meanWaitByKind", {}).get(kind, "-")) for run in (auto, static)
-        )
-        + " |"
-        for kind in kinds
-    ]
-
-
-def _offered_load(name: str) -> float:
-    """The jobs' GPU-seconds over the cluster's, from the first arrival to the last."""
-    trace = json.loads(TRACES[name].path.read_text())
-    jobs, cluster = trace["jobs"], trace["cluster"]
-    work = sum(j["work"] * j["gpusPerTrainer"] for j in jobs)
-    span = max(j["arrival"] for j in jobs) - min(j["arrival"] for j in jobs)
-    return work / (cluster["nodes"] * cluster["gpusPerNode"] * span) if span else math.inf
-
-
-def _acceptance_lines(auto: dict[str, Any] | None, static: dict[str, Any] | None) -> list[str]:
-    if not (auto and static):
-        return ["(one mode only: no comparison)"]
-    verdict = acceptance(auto, static)
-    ratios = (
-        f"Autoscaler / static: mean wait {verdict['meanWaitRatio']:.2f}, "
-        f"max wait {verdict['maxWaitRatio']:.2f}."
-    )
-    met = ", ".join(f"{k}: {'yes' if ok else '**no**'}" for k, ok in verdict["met"].items())
-    return [ratios, f"Acceptance: {met}."]
-
-
-def _cause_lines(auto: dict[str, Any] | None, static: dict[str, Any] | None) -> list[str]:
-    lines = [
-        "Where the waiting went (trace seconds summed over jobs, each tick of a",
-        "waiting job named by the first of these that holds):",
-        "",
-        "| cause | autoscaler | static |",
-        "|---|---|---|",
-    ]
-    for cause, meaning in WAIT_CAUSES.items():
-        a = (auto or {}).get("waitCauses", {}).get(cause, 0)
-        s = (static or {}).get("waitCauses", {}).get(cause, 0)
-        lines.append(f"| {cause}: {meaning} | {a} | {s} |")
-    return lines
-
-
-def _idle_lines(auto: dict[str, Any] | None, static: dict[str, Any] | None) -> list[str]:
-    lines = [
-        "GPUs running no trainer while demand >= capacity (share of capacity x that window):",
-        "",
-        "| cause | autoscaler | static |",
-        "|---|---|---|",
-    ]
-    for cause, meaning in IDLE_CAUSES.items():
-        cells = [
-            f"{100 * run['idleWhileSaturated'][cause]:.1f} %"
-            if run and "idleWhileSaturated" in run
-            else "-"
-            for run in (auto, static)
-        ]
-        lines.append(f"| {cause}: {meaning} | {cells[0]} | {cells[1]} |")
-    return lines
-
-
-def _problem_lines(run: dict[str, Any] | None) -> list[str]:
-    if run is None:
-        return []
-    found = {**run["checks"]["overcommitted"], **run["checks"]["outOfBounds"]}
-    return [f"- {run['mode']}: {problem} ({n} ticks)" for problem, n in found.items()]
-
-
-def markdown(results: dict[str, Any]) -> str:
-    lines = [
-        "# Elastic PyTorchJobs and PaddleJobs: the autoscaler against static minimums",
-        "",
-        "`make bench-elastic` (bench/elastic.py) replays each trace twice on 8 kwok nodes",
-        "x 8 GPUs: with the autoscaler, and with every job at its minimum (minInstance",
-        "trainers, minReplicas WORKERs). Every other job of a trace is an elastic",
-        "PyTorchJob, the others PaddleJobs (each trace names them); one plan sizes both.",
-        "Every figure of a trace comes from one run of each mode.",
-        f"Wall time of the last run of every trace: {results.get('fullRunWallSeconds') or 0:.0f} s"
-        f" (of the run that last wrote this file: {results['wallSeconds']:.0f} s).",
-        "",
-    ]
-    for name, result in results["traces"].items():
-        lines += trace_markdown(name, result)
-    memory = _memory_line(results)
-    if memory:
-        lines += [memory, ""]
-    lines += READING
-    return "\n".join(lines) + "\n"
-
-
-def _memory_line(results: dict[str, Any]) -> str | None:
-    for result in results["traces"].values():
-        memory = (result["runs"].get("autoscaler") or {}).get("podCacheMemory")
-        if memory:
-            return (
-                "Watching every pod: the autoscaler's cache keeps a planner record per pod "
-                f"instead of the object. For {memory['pods']} copies of a trainer pod "
-                f"({memory['podJsonBytes']} bytes of JSON): {memory['fullObjectBytesPerPod']} "
-                f"bytes per pod as a dict ({memory['fullMiBPer10kPods']} MiB), "
-                f"{memory['plannerRecordBytesPerPod']} bytes as a record "
-                f"({memory['plannerMiBPer10kPods']} MiB)."
-            )
-    return None
-
-
-READING = [
-    "Reading it. The operator, kube-scheduler and kwok react in wall time, so each",
-    "reaction counts 1/scale times more in trace time than on a real cluster (the",
-    "autoscaler's pass alone waits 0.5 s for events to settle). Under the autoscaler",
-    "a newcomer waits for others to give back trainers (the pass, the patch, the",
-    "deletion, the scheduler's retry): short waits, rarely zero. Static allocation",
-    "starts jobs at once until the cluster is full at everyone's minimum, then",
-    "queues them. Under overload (jobs offering more GPU-seconds than the cluster",
-    "has while they arrive) every running job ends up at its minimum ('full at",
-    "minimums'): nothing is left to give back, and which waiting job starts when",
-    "another finishes is kube-scheduler's choice. It binds pods in its own order",
-    "(a pod that did not fit waits out a back-off: 1 s at the default scale), so a job",
-    "of large trainers can be passed by younger, smaller ones.",
-]
-
-
-def plot(name: str, result: dict[str, Any], capacity: int, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    runs = result["runs"]
-    fig, axes = plt.subplots(3, 1, figsize=(10, 11))
-    colors = {"autoscaler": "tab:blue", "static": "tab:orange"}
-    for mode, run in runs.items():
-        series = run["series"]
-        axes[0].plot(
-            [s[0] for s in series],
-            [100 * s[1] / capacity for s in series],
-            label=f"{mode}: {100 * run['gpuUtilizationSaturated']:.1f} % while saturated",
-            color=colors[mode],
-            linewidth=1,
-        )
-    axes[0].set_ylabel("GPUs held by Running trainers and WORKERs (%)")
-    axes[0].set_xlabel("trace seconds")
-    axes[0].set_ylim(0, 105)
-    axes[0].legend(loc="lower right")
-    axes[0].set_title(f"{name}: GPU utilization over time")
-    width = 0.4
-    for offset, (mode, run) in zip((-width / 2, width / 2), runs.items(), strict=False):
-        jobs = run["jobs"]
-        x = [i + offset for i in range(len(jobs))]
-        for ax, key, mean in (
-            (axes[1], "wait", "meanWait"),
-            (axes[2], "completion", "meanCompletion"),
-        ):
-            values = [j[key] or 0 for j in jobs]
-            ax.bar(x, values, width, label=f"{mode}: mean {run[mean]}", color=colors[mode])
-    axes[1].set_ylabel("wait (trace s)")
-    axes[1].set_title("Wait per job: submission to first trainer or WORKER Running")
-    axes[2].set_ylabel("completion (trace s)")
-    axes[2].set_xlabel("job by arrival (PD: a PaddleJob, PT: a PyTorchJob)")
-    jobs = next(iter(runs.values()))["jobs"]
-    short = {PADDLE.name: "PD", PYTORCH.name: "PT"}
-    for ax in axes[1:]:
-        ax.set_xticks(range(len(jobs)))
-        ax.set_xticklabels(
-            [f"{j['name'][-2:]} {short.get(j.get('kind', PADDLE.name), '?')}" for j in jobs],
-            rotation=90,
-            fontsize=6,
-        )
-    axes[2].set_title("Completion per job: submission to work done")
-    for ax in axes[1:]:
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-
-
-def write_report(results: dict[str, Any], out: Path = RESULTS) -> str:
-    for name, result in results["traces"].items():
-        if result["runs"]:
-            plot(name, result, result["capacity"], out / f"elastic-{name}.png")
-    (out / RESULTS_JSON.name).write_text(compact_json(results))
-    table = markdown(results)
-    (out / "elastic.md").write_text(table)
-    return table
-
-
 # --- main -------------------------------------------------------------------------------------
 
 
 def run_trace(name: str, args: argparse.Namespace, first: bool) -> dict[str, Any]:
     began = time.monotonic()
-    trace = json.loads(TRACES[name].path.read_text())
+    spec = TRACES[name]
+    trace = json.loads(spec.path.read_text())
     assign_kinds(trace["jobs"], mixed=not args.paddle_only)
     modes = [args.only] if args.only else ["autoscaler", "static"]
+    count = args.replays or spec.replays
     raw = args.out / RAW.relative_to(RESULTS) / name
-    runs = {}
-    for mode in modes:
-        print(f"== {name} / {mode}: {_kinds_text(trace['jobs'])}", flush=True)
-        memory = first and mode == "autoscaler"
-        runs[mode] = run_mode(mode, trace, args, raw, memory)
+    replays = []
+    for i in range(count):
+        runs = {}
+        for mode in modes:
+            print(f"== {name} / {mode} ({i + 1}/{count}): {_kinds_text(trace['jobs'])}", flush=True)
+            memory = first and i == 0 and mode == "autoscaler"
+            runs[mode] = run_mode(mode, trace, args, raw / f"replay-{i + 1}", memory)
+        replays.append(runs)
     cluster = trace["cluster"]
+    shown = median_replay(replays)
     result = {
         "trace": {
             "jobs": len(trace["jobs"]),
-            "file": TRACES[name].path.name,
+            "file": spec.path.name,
             "generator": trace["generator"],
             "cluster": f"{cluster['nodes']} kwok nodes x {cluster['gpusPerNode']} GPUs, "
             f"{cluster['cpuPerNode']} CPU, {cluster['memoryPerNode']}",
@@ -1271,12 +853,21 @@ def run_trace(name: str, args: argparse.Namespace, first: bool) -> dict[str, Any
         "scale": args.scale,
         "reserveAfter": args.reserve_after,
         "capacity": cluster["nodes"] * cluster["gpusPerNode"],
+        "targets": list(spec.targets),
         "wallSeconds": round(time.monotonic() - began, 1),
-        "runs": runs,
+        "shownReplay": shown,
+        "runs": replays[shown],
+        "replays": replays,
     }
     raw.mkdir(parents=True, exist_ok=True)
     (raw / "elastic-full.json").write_text(json.dumps(result) + "\n")
-    for run in runs.values():  # the committed copy keeps one sample per 5 s
+    # The committed copy keeps one sample per 5 s of the replay it plots,
+    # and of the others their figures only.
+    result["replays"] = [
+        {mode: {k: v for k, v in run.items() if k != "series"} for mode, run in runs.items()}
+        for runs in replays
+    ]
+    for run in result["runs"].values():
         run["series"] = _thin(run["series"], 5.0)
     return result
 
@@ -1296,6 +887,7 @@ def run(args: argparse.Namespace) -> int:
         "wallSeconds": wall,
         # The last run of every trace in both modes: what `make bench-elastic` costs.
         "fullRunWallSeconds": wall if every else previous.get("fullRunWallSeconds"),
+        "lastRunTraces": names,
         "traces": ordered,
     }
     args.out.mkdir(parents=True, exist_ok=True)
@@ -1324,6 +916,11 @@ def main(argv: list[str] | None = None) -> int:
     replay.add_argument("--trace", action="append", choices=list(TRACES), help="repeatable")
     replay.add_argument("--scale", type=float, default=DEFAULT_SCALE, help="wall s per trace s")
     replay.add_argument("--only", choices=["autoscaler", "static"])
+    replay.add_argument(
+        "--replays",
+        type=int,
+        help="replays of each trace (default: the trace's own, 3 for heavy, 1 for the others)",
+    )
     replay.add_argument("--limit", type=float, default=600, help="wall seconds per replay at most")
     replay.add_argument(
         "--paddle-only",
@@ -1352,17 +949,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["run", *(argv or sys.argv[1:])])
     return run(args)
-
-
-def write_traces(args: argparse.Namespace) -> int:
-    if args.out:
-        wanted = [(args.out, generate(args.seed, args.jobs, args.gap, args.burst))]
-    else:
-        wanted = [(t.path, generate(t.seed, t.jobs, t.gap, t.burst)) for t in TRACES.values()]
-    for path, trace in wanted:
-        path.write_text(json.dumps(trace, indent=1) + "\n")
-        print(f"wrote {path}")
-    return 0
 
 
 if __name__ == "__main__":
