@@ -61,10 +61,11 @@ E2E_IMAGES := $(if $(filter 0,$(shell id -u)),images,)
 # scheduler tests/conftest.py gives xdist for --dist loadgroup), the unit
 # tests wherever there is room. With two, the real-node and own-cluster
 # groups ran one after the other, about 870 s, the whole suite 16.75
-# minutes warm; with three, 13.2. (A third process was tried once before,
-# when xdist's own loadgroup grouped nothing under pytest 9 and modules of
-# one group ran side by side; the starving-PaddleJob test then once saw a
-# gated trainer let through. With the groups kept, it has passed.)
+# minutes warm; with three, about 12 (each group 590 to 680 s of tests).
+# A third process was tried once before, when xdist's own loadgroup grouped
+# nothing under pytest 9 and modules of one group ran side by side: the
+# starving-PaddleJob test then once saw a gated trainer let through. With
+# the groups kept, it has passed.
 PYTEST_GROUPS := -n 3 --dist loadgroup
 
 .PHONY: e2e
