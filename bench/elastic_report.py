@@ -55,11 +55,13 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(known) if len(known) == len(values) and known else None
 
 
-def acceptance(result: dict[str, Any]) -> dict[str, Any]:
+def acceptance(result: dict[str, Any], name: str = "") -> dict[str, Any]:
     """The issue's figures for one trace: the median over its replays of each
-    ratio to static, and whether each target is met (the checks in every replay)."""
+    ratio to static, and whether each target is met (the checks in every replay).
+    Results from before the targets were stored take the named trace's."""
     replays = result.get("replays") or [result["runs"]]
-    mean_target, max_target = result.get("targets") or (0.5, 0.5)
+    default = TRACES[name].targets if name in TRACES else (0.5, 0.5)
+    mean_target, max_target = result.get("targets") or default
     pairs = [ratios(r) for r in replays]
     mean, worst = _median([m for m, _ in pairs]), _median([w for _, w in pairs])
     autos = [r["autoscaler"] for r in replays]
@@ -135,7 +137,7 @@ def trace_markdown(name: str, result: dict[str, Any]) -> list[str]:
     ]
     lines += [f"| {label} | {_cell(auto, k, u)} | {_cell(static, k, u)} |" for label, k, u in ROWS]
     lines += _wait_by_kind_rows(auto, static)
-    lines += ["", *_acceptance_lines(result), "", *_cause_lines(auto, static)]
+    lines += ["", *_acceptance_lines(name, result), "", *_cause_lines(auto, static)]
     lines += ["", *_idle_lines(auto, static)]
     for run in (auto, static):
         lines += _problem_lines(run)
@@ -190,11 +192,11 @@ def _offered_load(name: str) -> float:
     return work / (cluster["nodes"] * cluster["gpusPerNode"] * span) if span else math.inf
 
 
-def _acceptance_lines(result: dict[str, Any]) -> list[str]:
+def _acceptance_lines(name: str, result: dict[str, Any]) -> list[str]:
     auto, static = result["runs"].get("autoscaler"), result["runs"].get("static")
     if not (auto and static):
         return ["(one mode only: no comparison)"]
-    verdict = acceptance(result)
+    verdict = acceptance(result, name)
     pairs = verdict["perReplay"]
     lines = []
     if len(pairs) > 1:

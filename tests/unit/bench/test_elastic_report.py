@@ -69,3 +69,11 @@ def test_a_result_of_one_replay_from_before_replays_is_read_as_one() -> None:
     assert (verdict["meanWaitRatio"], verdict["maxWaitRatio"]) == (0.4, 0.3)
     assert verdict["met"]["mean wait <= 0.5 of static's"]
     assert verdict["perReplay"] == [(0.4, 0.3)]
+
+
+def test_a_result_without_targets_takes_its_traces() -> None:
+    verdict = elastic_report.acceptance({"runs": _replay(0.6, 0.6)}, "heavy")
+    assert verdict["met"]["mean wait <= 0.65 of static's"]
+    assert not elastic_report.acceptance({"runs": _replay(0.6, 0.6)}, "burst")["met"][
+        "mean wait <= 0.5 of static's"
+    ]
