@@ -55,6 +55,11 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(known) if len(known) == len(values) and known else None
 
 
+def _never(replays: list[dict[str, Any]], check: str) -> bool:
+    """No run of any replay, in either mode, saw `check`'s problem."""
+    return not any(run["checks"][check] for runs in replays for run in runs.values())
+
+
 def acceptance(result: dict[str, Any], name: str = "") -> dict[str, Any]:
     """The issue's figures for one trace: the median over its replays of each
     ratio to static, and whether each target is met (the checks in every replay).
@@ -75,12 +80,8 @@ def acceptance(result: dict[str, Any], name: str = "") -> dict[str, Any]:
             f"GPU use while demand >= capacity >= {100 * SATURATED_TARGET:.0f} %": all(
                 a["gpuUtilizationSaturated"] >= SATURATED_TARGET for a in autos
             ),
-            "no node overcommitted": not any(
-                run["checks"]["overcommitted"] for r in replays for run in r.values()
-            ),
-            "every job within [min, max]": not any(
-                run["checks"]["outOfBounds"] for r in replays for run in r.values()
-            ),
+            "no node overcommitted": _never(replays, "overcommitted"),
+            "every job within [min, max]": _never(replays, "outOfBounds"),
             "every job completed": all(
                 r["autoscaler"]["jobsCompleted"] == r["static"]["jobsCompleted"] for r in replays
             ),
