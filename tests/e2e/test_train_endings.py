@@ -185,5 +185,8 @@ def test_the_seeds_rule_calls_the_same_tfjob_a_success(
         "Succeeded",
     )
     [succeeded] = [c for c in status["conditions"] if c["type"] == "Succeeded"]
-    assert "successPolicy DecidingReplica" in succeeded["message"]
-    assert f"WORKER 0 (pod {SEEDS}-worker-0, exit code 1)" in succeeded["message"]
+    why = "\n".join(
+        [succeeded["message"], log(real_cluster, submitted, f"{SEEDS}-master-0")[-1500:]]
+    )
+    assert "successPolicy DecidingReplica" in succeeded["message"], why
+    assert f"WORKER 0 (pod {SEEDS}-worker-0, exit code 1)" in succeeded["message"], why

@@ -19,6 +19,8 @@ import time
 
 import tensorflow as tf
 
+GONE_CHECKS = 5
+
 
 def say(who: str, message: str) -> None:
     print(f"{who}: {message}", flush=True)
@@ -33,10 +35,13 @@ def answers(address: str) -> bool:
         return False
 
 
-def wait_for(what: bool, address: str, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
+def wait_for(what: bool, address: str, seconds: float, times: int = 1) -> bool:
+    """Whether the address answers (or not) `times` checks in a row, a second
+    apart, within `seconds`."""
+    deadline, row = time.monotonic() + seconds, 0
     while time.monotonic() < deadline:
-        if answers(address) == what:
+        row = row + 1 if answers(address) == what else 0
+        if row >= times:
             return True
         time.sleep(1)
     return False
@@ -52,7 +57,10 @@ def master(who: str, server: tf.distribute.Server, worker: str, seconds: float) 
     config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=20_000)
     with tf.compat.v1.Session(server.target, config=config) as session:
         say(who, f"worker-0 computed {session.run(total)}")
-    if not wait_for(False, worker, seconds):
+    # Gone is silent for GONE_CHECKS checks in a row: on a loaded node one
+    # lookup or connect can fail while the worker still serves, and a master
+    # that left then would succeed before the worker failed (seen in CI).
+    if not wait_for(False, worker, seconds, times=GONE_CHECKS):
         say(who, "FAILED: the worker never went away")
         return 2
     say(who, "worker-0 is gone; done")
