@@ -137,19 +137,26 @@ def tfjob(
 
 
 def children_of(job: dict[str, Any], namespace: str, config: ControllerConfig) -> list[Any]:
-    """What the operator creates for this job in an empty world, serialized,
-    with a placeholder uid: [(path, body bytes)]."""
+    """What the operator creates for this job, serialized, with a placeholder
+    uid: [(kind, path, body bytes)]. Its pods from an empty world, and the
+    Services it creates once those pods have addresses (reconcile.changes);
+    the ceiling sends them all at once."""
     fake = json.loads(json.dumps(job))
     fake["metadata"] |= {"namespace": namespace, "uid": PLACEHOLDER_UID, "generation": 1}
-    result = reconcile(fake, Observed(), config, datetime.now(UTC))
-    out = []
-    for action in result.actions:
-        if isinstance(action, Create):
-            kind = action.obj["kind"]
-            out.append(
-                (kind, CHILD_PATHS[kind].format(ns=namespace), json.dumps(action.obj).encode())
-            )
-    return out
+    now = datetime.now(UTC)
+    first = reconcile(fake, Observed(), config, now)
+    made = [a.obj for a in first.actions if isinstance(a, Create)]
+    pods = [
+        o | {"status": {"phase": "Pending", "podIP": "10.0.0.2"}}
+        for o in made
+        if o["kind"] == "Pod"
+    ]
+    then = reconcile(fake | {"status": first.status}, Observed(pods=pods), config, now)
+    made += [a.obj for a in then.actions if isinstance(a, Create) and a.obj["kind"] == "Service"]
+    return [
+        (o["kind"], CHILD_PATHS[o["kind"]].format(ns=namespace), json.dumps(o).encode())
+        for o in made
+    ]
 
 
 def with_uid(body: bytes, uid: str) -> bytes:

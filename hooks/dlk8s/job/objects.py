@@ -63,6 +63,7 @@ class PodStatus(TypedDict, total=False):
     phase: str  # Pending | Running | Succeeded | Failed | Unknown
     reason: str  # why a pod failed without an exit code, e.g. Evicted
     message: str  # the kubelet's words with `reason`
+    podIP: str  # its address: the replica's Service is created once it has one
     # What podFailurePolicy's onPodConditions and the disruption defaults read.
     conditions: list[PodCondition]
     containerStatuses: list[ContainerStatus]

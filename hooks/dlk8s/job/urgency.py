@@ -18,8 +18,10 @@ Anything else (a pod created, scheduled, or started while it is not the
 last decider to) only moves the counts of replicaStatuses: those wait for
 the batch, and the pass that follows writes them all at once.
 
-Between the two, SOON: the deciders are up (the job turns Running) while
-other pods of the job are still starting. A job's pods usually come up
+Between the two, SOON: a pod given its address (the pass creates its
+Service, and the replica's name resolves from then on: reconcile.changes),
+and the deciders up (the job turns Running) while other pods of the job are
+still starting. A job's pods usually come up
 within a few hundred milliseconds of each other (make bench's burst: the
 last one 30 ms after the MASTER at the median, 260 ms at p90), and a pass
 at once would write Running and, a batch later, the counts of the rest: a
@@ -80,7 +82,8 @@ def when(
         return Urgency.NONE
     change = _Change(lookup(job_kind), group, before, after, siblings)
     if not _may_change_state(change):
-        return _last_up(change)
+        later = _last_up(change)
+        return Urgency.SOON if later is Urgency.LATER and _addressed(change) else later
     kind = change.kind
     if group != "pods" or after is None or is_terminating(after) or kind is None:
         return Urgency.NOW
@@ -136,6 +139,13 @@ def _unseen(group: str, before: Obj | None, after: Obj | None, own_create: bool)
 def _but_version(child: Obj) -> Obj:
     meta = {k: v for k, v in as_dict(child.get("metadata")).items() if k != "resourceVersion"}
     return child | {"metadata": meta}
+
+
+def _addressed(change: _Change) -> bool:
+    """A pod given its address: its Service is created by the next pass."""
+    if change.group != "pods" or change.before is None or change.after is None:
+        return False
+    return not dig(change.before, "status", "podIP") and bool(dig(change.after, "status", "podIP"))
 
 
 def _all_up(pods: Iterable[Obj], kind: Kind) -> bool:

@@ -162,7 +162,7 @@ def test_a_kept_pod_is_a_fraction_of_the_pod() -> None:
     assert kept == {
         "kind": "Pod",
         "metadata": {"name": "p", "labels": {"a": "b"}},
-        "status": {"phase": "Running"},
+        "status": {"phase": "Running", "podIP": "10.0.0.2"},
     }
     assert "managedFields" not in kept_job(served)["metadata"]
     assert kept_job(served)["spec"] == served["spec"]

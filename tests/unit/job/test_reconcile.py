@@ -39,14 +39,15 @@ from ..support.worlds import (
 # --- creation and phases -------------------------------------------------------
 
 
-def test_first_pass_creates_every_pod_service_and_the_grpc_configmap() -> None:
+def test_first_pass_creates_every_pod_and_the_grpc_configmap() -> None:
     result = World(tfjob()).reconcile()
     assert creates(result, "Pod") == sorted(PODS)
-    assert creates(result, "Service") == sorted(PODS)
+    # A replica's Service waits for its pod's address (the next test).
+    assert creates(result, "Service") == []
     assert creates(result, "ConfigMap") == [CONFIGMAP]
     assert deletes(result) == []
     # One event per create.
-    assert events(result).count(("Normal", "SuccessfulCreate")) == 9
+    assert events(result).count(("Normal", "SuccessfulCreate")) == 5
     assert result.status == {
         "runtimeId": naming.runtime_id(UID),
         "restartCount": 0,
@@ -79,6 +80,23 @@ def test_first_pass_creates_every_pod_service_and_the_grpc_configmap() -> None:
         "succeededPods": 0,
         "failedPods": 0,
     }
+
+
+def test_a_replicas_service_comes_once_its_pod_has_an_address() -> None:
+    world = World(tfjob())
+    world.step()
+    master, worker, ps0, ps1 = PODS
+    world.pod(master)["status"] = {"phase": "Pending", "podIP": "10.1.0.7"}
+    world.run(ps0)
+    world.run(ps1)
+    world.pod(ps1)["metadata"]["deletionTimestamp"] = STAMP  # going: it gets none
+    result = world.step()
+    assert creates(result, "Service") == [master, ps0]
+    assert creates(result, "Pod") == []
+    assert events(result).count(("Normal", "SuccessfulCreate")) == 2
+    world.run(worker)
+    assert creates(world.step(), "Service") == [worker]
+    assert creates(world.step(), "Service") == []
 
 
 def test_every_child_is_owned_by_the_job_and_labelled() -> None:

@@ -59,6 +59,19 @@ def test_a_worker_starting_only_moves_counts() -> None:
     assert tf(pod("worker", phase=None), pod("worker")) is False
 
 
+def test_a_pod_given_its_address_runs_the_pass_soon_for_its_service() -> None:
+    addressed = pod("worker", podIP="10.1.0.3")
+    up = pod("worker", phase="Running", podIP="10.1.0.3")
+    master_down = [pod("master"), up]
+    assert when("TFJob", "pods", pod("worker"), addressed, never) is Urgency.SOON
+    assert when("TFJob", "pods", pod("worker"), up, lambda: master_down) is Urgency.SOON
+    # Had it already: only the counts move.
+    assert when("TFJob", "pods", addressed, up, lambda: master_down) is Urgency.LATER
+    # The last pod up of a job whose MASTER is up stays at once.
+    master_up = [pod("master", phase="Running"), up]
+    assert when("TFJob", "pods", pod("worker"), up, lambda: master_up) is Urgency.NOW
+
+
 def test_the_master_coming_up_is_urgent() -> None:
     running = pod("master", phase="Running")
     assert tf(pod("master"), running, lambda: [running, pod("worker")])

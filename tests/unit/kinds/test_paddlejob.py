@@ -58,7 +58,7 @@ def test_edl_example_makes_a_master_two_pservers_and_min_trainers() -> None:
         "example-trainer-1",
     ]
     assert creates(result, "Pod") == pods
-    assert creates(result, "Service") == pods
+    assert creates(result, "Service") == []  # each once its pod has an address
     assert result.status["trainers"] == 2
     statuses = [s["replicaType"] for s in result.status["replicaStatuses"]]
     assert statuses == ["MASTER", "PSERVER", "TRAINER"]

@@ -14,7 +14,7 @@ from dlk8s.job.names import EventType, Reason
 from dlk8s.runtime import controller as controller_module
 from dlk8s.runtime.controller import Controller, JobKey
 from dlk8s.runtime.errors import ApiError, NamespaceTerminatingError, TransportError
-from dlk8s.runtime.informer import ADDED, Cache
+from dlk8s.runtime.informer import ADDED, MODIFIED, Cache
 
 from ..support.controller import (
     FIRST_PASS,
@@ -27,7 +27,7 @@ from ..support.controller import (
     watch_catches_up,
 )
 from ..support.fakes import RecordingKube
-from ..support.worlds import CONFIGMAP, PODS
+from ..support.worlds import CONFIGMAP, PODS, address
 
 # Every pass here is of the seed's TFJob, in its cache before the test starts.
 pytestmark = pytest.mark.usefixtures("submitted_job")
@@ -63,6 +63,21 @@ def test_a_job_waits_for_the_caches_to_show_its_last_changes(
     assert wait is not None
     assert 0 < wait <= 30
     assert kube.calls == before
+
+
+def test_pods_given_addresses_get_their_services_and_no_status_write(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    controller.sync(KEY)
+    watch_catches_up(controller, kube, job_caches)
+    for name in PODS[:3]:  # still Pending: the counts do not move
+        pod = kube.objects[("pods", "ns", name)]
+        pod["status"] = {"phase": "Pending", "podIP": address()}
+        controller.on_child("pods", MODIFIED)(pod)
+    before = len(kube.calls)
+    assert controller.sync(KEY) is None
+    after = [c for c in kube.calls[before:] if c[1] != "events"]
+    assert sorted(after) == sorted(("create", "services", "ns", p) for p in PODS[:3])
 
 
 def test_a_settled_job_costs_no_api_call(

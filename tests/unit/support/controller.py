@@ -12,14 +12,14 @@ from dlk8s.runtime.controller import Controller, JobKey
 from dlk8s.runtime.informer import ADDED, MODIFIED, Cache
 
 from .fakes import RecordingKube
-from .worlds import CONFIGMAP, PODS, tfjob
+from .worlds import CONFIGMAP, PODS, address, tfjob
 
 KEY = JobKey("TFJob", "ns", "example-job")
 # The result labels of dlk8s_reconcile_total: what a pass ends in.
 RESULTS = ("success", "requeue_after", "error", "bug", "terminal")
+# A replica's Service waits for its pod's address (reconcile.changes).
 FIRST_PASS = sorted(
     [("create", "pods", "ns", p) for p in PODS]
-    + [("create", "services", "ns", p) for p in PODS]
     + [("create", "configmaps", "ns", CONFIGMAP), ("update", "tfjobs/status", "ns", "example-job")]
 )
 
@@ -47,7 +47,7 @@ def pod_starts(controller: Controller, kube: RecordingKube, name: str) -> None:
     """The pod `name` runs: the fake API holds it Running and its watch says
     so (a change that moves the job's counts, so its next pass writes)."""
     pod = kube.objects[("pods", "ns", name)]
-    pod["status"] = {"phase": "Running"}
+    pod["status"] = {"phase": "Running", "podIP": address()}
     controller.on_child("pods", MODIFIED)(pod)
 
 

@@ -30,6 +30,13 @@ CONFIG = parse_config(
 PODS = ["example-job-master-0", "example-job-worker-0", "example-job-ps-0", "example-job-ps-1"]
 CONFIGMAP = "example-job-ps-grpc-server"
 _uids = itertools.count(1)
+_addresses = itertools.count(2)
+
+
+def address() -> str:
+    """A pod address of its own: the pod has been given its sandbox."""
+    n = next(_addresses)
+    return f"10.1.{n // 250}.{n % 250 + 1}"
 
 
 def tfjob(**spec: Any) -> dict[str, Any]:
@@ -122,8 +129,12 @@ class World:
         return sorted(name for k, name in self.children if k == kind)
 
     def run(self, *names: str) -> None:
+        """The pods run, each with its address (the one it had, or a new one)."""
         for name in names or self.pods():
-            self.pod(name)["status"] = {"phase": "Running"}
+            self.pod(name)["status"] = {"phase": "Running", "podIP": self.address_of(name)}
+
+    def address_of(self, name: str) -> str:
+        return str(self.pod(name).get("status", {}).get("podIP") or address())
 
     def exit(
         self,
@@ -151,6 +162,7 @@ class World:
             phase = "Running"
         self.pod(name)["status"] = {
             "phase": phase or ("Succeeded" if code == 0 else "Failed"),
+            "podIP": self.address_of(name),
             "containerStatuses": statuses,
         }
 
@@ -209,12 +221,29 @@ def replica_job(
 def first_children(
     job: dict[str, Any], config: Any, now: datetime = NOW
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    """What the first pass of `job` creates, by kind and name."""
-    result = reconcile(job, Observed(), config, now)
-    return {
+    """What the first pass of `job` creates, by kind and name, and the
+    Services of its pods, which the pass after their addresses creates."""
+    first = reconcile(copy.deepcopy(job), Observed(), config, now)
+    made = {
         (a.obj["kind"], a.obj["metadata"]["name"]): a.obj
-        for a in result.actions
+        for a in first.actions
         if isinstance(a, Create)
+    }
+    pods = [
+        copy.deepcopy(obj) | {"status": {"phase": "Pending", "podIP": address()}}
+        for (kind, _), obj in made.items()
+        if kind == "Pod"
+    ]
+    if not pods:
+        return made
+    job = copy.deepcopy(job) | {"status": first.status}
+    then = reconcile(
+        job, Observed(pods, [o for (k, _), o in made.items() if k == "Service"]), config, now
+    )
+    return made | {
+        (a.obj["kind"], a.obj["metadata"]["name"]): a.obj
+        for a in then.actions
+        if isinstance(a, Create) and a.obj["kind"] == "Service"
     }
 
 
