@@ -124,10 +124,12 @@ def every_path(cluster: LocalCluster, namespace: str) -> None:
     finish_pod(cluster, namespace, "done-master-0", 0)
     wait_until(lambda: get_or_none(cluster, "tfjob", "done", "-n", namespace) is None, 60, "TTL")
     # Names taken by strangers: a look at each (get), and the NameTaken
-    # event of every retry counted on one Event (patch).
+    # event of every retry counted on one Event (patch). The PS's Service,
+    # not the MASTER's: a replica's Service is created once its own pod has
+    # an address, and the MASTER's pod never is.
     for argv in (
         ["run", "taken-master-0", "--image=x"],
-        ["create", "service", "clusterip", "taken-master-0", "--tcp=80"],
+        ["create", "service", "clusterip", "taken-ps-0", "--tcp=80"],
         ["create", "configmap", grpc_server_configmap_name("taken"), "--from-literal=k=v"],
         ["create", "deployment", tensorboard_name("taken"), "--image=x"],
     ):
@@ -152,10 +154,10 @@ def test_the_operator_is_granted_exactly_what_it_uses(
     every_path(cluster, namespace)
     wait_until(
         lambda: (
-            ("pods", "patch") in used(busy_operator) and ("events", "patch") in used(busy_operator)
+            {("pods", "patch"), ("events", "patch"), ("services", "get")} <= used(busy_operator)
         ),
         60,
-        "the trainer count patched on pods and a repeated event",
+        "the trainer count patched on pods, a repeated event and a look at a taken Service",
     )
     cluster.kubectl("create", "serviceaccount", "bare", "-n", namespace)
     baseline = granted(cluster, f"system:serviceaccount:{namespace}:bare", install.namespace)
