@@ -9,11 +9,15 @@ measured the same way, its job Running from its Running condition). bench.py
 (``make bench``) and scale.py (``make bench-scale``) are built from these.
 
 The ceiling: a bare creator makes exactly the pods and Services the operator
-would (from the pure ``reconcile`` on an empty world, serialized beforehand;
-only the job's uid is filled in) with the operator's API parallelism and
-its strict field validation, each job's children as soon as its create
-returns. No operator logic, no watch, no
-status, no events: the limit of this cluster for these objects. Times come
+would (from the pure ``reconcile``: the pods of an empty world, and the
+Services the operator creates once those pods have addresses; serialized
+beforehand, only the job's uid filled in) with the operator's API
+parallelism and its strict field validation, each job's children as soon as
+its create returns, Services with their pods. No operator logic, no watch,
+no status, no events: the limit of this cluster for these objects, in the
+simplest order (the operator's Services wait for addresses, which spares
+kube-controller-manager a write per Service that the ceiling's order costs
+it: the report shows both). Times come
 from a watcher process's receipt of the watch events (creationTimestamp has
 1 s resolution). Namespaces are deleted and their pods waited out between
 runs; the apiserver's request counts and every process's CPU are read before

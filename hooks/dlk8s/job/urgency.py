@@ -21,13 +21,13 @@ the batch, and the pass that follows writes them all at once.
 Between the two, SOON: a pod given its address (the pass creates its
 Service, and the replica's name resolves from then on: reconcile.changes),
 and the deciders up (the job turns Running) while other pods of the job are
-still starting. A job's pods usually come up
-within a few hundred milliseconds of each other (make bench's burst: the
-last one 30 ms after the MASTER at the median, 260 ms at p90), and a pass
-at once would write Running and, a batch later, the counts of the rest: a
-short wait writes both at once. The last pod of such a job coming up runs
-the pass at once (NOW), so the wait is only as long as the slowest sibling
-or the short delay, whichever ends first.
+still starting. A job's pods usually come up within a few hundred
+milliseconds of each other (make bench's burst: the last one 30 ms after
+the MASTER at the median, 260 ms at p90), and a pass at once would write
+Running and, a batch later, the counts of the rest: a short wait writes
+both at once. The last pod of such a job coming up runs the pass at once
+(NOW), so the wait is only as long as the slowest sibling or the short
+delay, whichever ends first.
 """
 
 from __future__ import annotations
