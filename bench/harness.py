@@ -8,17 +8,10 @@ with Kubeflow's training-operator (peer.py: its TFJobs of the same shape,
 measured the same way, its job Running from its Running condition). bench.py
 (``make bench``) and scale.py (``make bench-scale``) are built from these.
 
-The ceiling: a bare creator makes exactly the pods and Services the operator
-would (from the pure ``reconcile``: the pods of an empty world, and the
-Services the operator creates once those pods have addresses; serialized
-beforehand, only the job's uid filled in) with the operator's API
-parallelism and its strict field validation, each job's children as soon as
-its create returns, Services with their pods. No operator logic, no watch,
-no status, no events: the limit of this cluster for these objects, in the
-simplest order (the operator's Services wait for addresses, which spares
-kube-controller-manager a write per Service that the ceiling's order costs
-it: the report shows both). Times come
-from a watcher process's receipt of the watch events (creationTimestamp has
+The ceiling (ceiling.py): a bare creator of exactly the pods and Services
+the operator makes, and at a job's end the deletes its cleanPodPolicy asks
+for; no watch, no status, no events. Times come from a watcher process's
+receipt of the watch events (creationTimestamp has
 1 s resolution). Namespaces are deleted and their pods waited out between
 runs; the apiserver's request counts and every process's CPU are read before
 and after each run.
@@ -38,14 +31,14 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
+from ceiling import EXIT_CODE, RUN_DURATION, Ceiling
 from measure import (
     DLK8S_TFJOBS,
     KUBEFLOW_TFJOBS,
@@ -76,22 +69,13 @@ from peer import (
 from peer import install as install_peer
 from servercosts import Metrics, Profile, endpoints_made, median_costs, status_changes
 
-from dlk8s.job.actions import Create
 from dlk8s.job.config import ControllerConfig, load_config
-from dlk8s.job.kind import Observed
-from dlk8s.job.naming import runtime_id
-from dlk8s.job.reconcile import reconcile
-from dlk8s.runtime.client import STRICT
 from dlk8s_dev.localcluster import REPO_ROOT, LocalCluster, NodeSpec
 from dlk8s_dev.localdeploy import Install, OperatorProcess, install_chart
 
 RESULTS = REPO_ROOT / "bench" / "results"
 TFJOBS = "/apis/dlk8s.io/v1alpha1/namespaces/{ns}/tfjobs"
-CHILD_PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods", "Service": "/api/v1/namespaces/{ns}/services"}
 IMAGE = "tensorflow/tensorflow:2.15.0"
-EXIT_CODE = "kwok.dlk8s.io/exit-code"
-RUN_DURATION = "kwok.dlk8s.io/run-duration"
-PLACEHOLDER_UID = "00000000-0000-4000-8000-b3ac00000000"
 
 
 def log(msg: str) -> None:
@@ -138,40 +122,6 @@ def tfjob(
         "metadata": {"name": name},
         "spec": spec,
     }
-
-
-def children_of(job: dict[str, Any], namespace: str, config: ControllerConfig) -> list[Any]:
-    """What the operator creates for this job, serialized, with a placeholder
-    uid: [(kind, path, body bytes)]. Its pods from an empty world, and the
-    Services it creates once those pods have addresses (reconcile.changes);
-    the ceiling sends them all at once."""
-    fake = json.loads(json.dumps(job))
-    fake["metadata"] |= {"namespace": namespace, "uid": PLACEHOLDER_UID, "generation": 1}
-    now = datetime.now(UTC)
-    first = reconcile(fake, Observed(), config, now)
-    made = [a.obj for a in first.actions if isinstance(a, Create)]
-    pods = [
-        o | {"status": {"phase": "Pending", "podIP": "10.0.0.2"}}
-        for o in made
-        if o["kind"] == "Pod"
-    ]
-    then = reconcile(fake | {"status": first.status}, Observed(pods=pods), config, now)
-    made += [a.obj for a in then.actions if isinstance(a, Create) and a.obj["kind"] == "Service"]
-    return [
-        (o["kind"], CHILD_PATHS[o["kind"]].format(ns=namespace), json.dumps(o).encode())
-        for o in made
-    ]
-
-
-def with_uid(body: bytes, uid: str) -> bytes:
-    return body.replace(PLACEHOLDER_UID.encode(), uid.encode()).replace(
-        runtime_id(PLACEHOLDER_UID).encode(), runtime_id(uid).encode()
-    )
-
-
-# The operator creates with strict field validation: so does the ceiling,
-# so that the ratio does not count the server's check as the operator's work.
-STRICT_QUERY = urlencode(STRICT)
 
 
 # --- the run of one scenario ---------------------------------------------------------------
@@ -364,8 +314,7 @@ def run_burst(
     watcher = Watcher(ctx.endpoint, namespace, watch_file, jobs=kind).start()
     op: Controller | None = None
     spy = None
-    creates: list[Future[None]] = []
-    create_times: list[float] = []
+    ceiling: Ceiling | None = None
     speedscope = ctx.raw / f"profile-{scenario}{'-baseline' if src else ''}.speedscope.json"
     if peer:
         log_file = ctx.raw / f"training-operator-{peer.name}-{scenario}.log"
@@ -382,22 +331,10 @@ def run_burst(
         before_passes = operator_reconciles(op)
         op_cpu0 = proc_cpu(op.pid)
         then = None
-        pool = None
     else:
-        templates = {j["metadata"]["name"]: children_of(j, namespace, ctx.config) for j in jobs}
-        assert sum(len(t) for t in templates.values()) == 2 * expected_pods, "pods + services"
-        pool = ThreadPoolExecutor(ctx.args.api_parallelism, thread_name_prefix="ceiling")
-
-        def create(kind: str, path: str, body: bytes) -> None:
-            # As the operator's client sends them (runtime.client.Kube.create).
-            status, data = ctx.api.request("POST", f"{path}?{STRICT_QUERY}", body)
-            if status != 201:
-                raise RuntimeError(f"ceiling create {kind}: {status} {data[:300]!r}")
-            create_times.append(time.monotonic())
-
-        def then(sub: Submission) -> None:
-            for kind, path, body in templates[sub.name]:
-                creates.append(pool.submit(create, kind, path, with_uid(body, sub.uid)))
+        ceiling = Ceiling(ctx.api, namespace, jobs, ctx.config, ctx.args.api_parallelism)
+        assert ceiling.children() == 2 * expected_pods, "pods + services"
+        then = ceiling.then
 
     cp0 = cpu_of(ctx.control_plane)
     me0, watch0, all0 = proc_cpu(os.getpid()), proc_cpu(watcher.pid), machine_busy()
@@ -414,10 +351,8 @@ def run_burst(
     if not watcher.wait("pods_added", expected_pods, timeout):
         log(f"only {watcher.value('pods_added')}/{expected_pods} pods after {timeout}s")
     created = time.monotonic()
-    if pool is not None:
-        for future in creates:
-            future.result()
-        pool.shutdown()
+    if ceiling is not None:
+        ceiling.wait_created()
     # Running: the job's status for the operator; every pod Running for the ceiling.
     if op is not None:
         ok = watcher.wait("jobs_running", len(jobs), timeout)
@@ -449,6 +384,9 @@ def run_burst(
             "requests": requests_table(delta(operator_requests(op), before_requests)),
             "reconciles": operator_reconciles(op) - before_passes,
         }
+    if ceiling is not None:
+        ceiling.stop()  # the endings not yet due are past the window, as the operator's are
+        result["ceiling_endings"] = ceiling.endings_sent
     settled = time.monotonic()
     api1 = apiserver_requests(ctx.api)
     costs = Metrics.since(costs0, ctx.server_metrics.read())
@@ -484,8 +422,8 @@ def run_burst(
         # Before the namespace's deletion, which the window must not see.
         result["apiserver_profile"] = profile.summary(ctx.args.apiserver_profile_seconds + 60)
     result |= latencies(subs, data["seen"], "operator" if op is not None else mode)
-    if create_times:
-        result["ceiling_last_create_return_s"] = round(max(create_times) - t0, 3)
+    if ceiling is not None and ceiling.create_times:
+        result["ceiling_last_create_return_s"] = round(max(ceiling.create_times) - t0, 3)
     gone = delete_namespace(ctx, namespace)
     result["cleanup_seconds"] = round(gone, 1)
     log(

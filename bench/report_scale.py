@@ -77,8 +77,10 @@ def sustained_table(res: dict[str, Any], meta: dict[str, Any]) -> list[str]:
         f"{op['jobs']} TFJobs x 4 replicas, {meta.get('rate', '?')} a second for"
         f" {meta.get('duration', '?')} s, each running {meta.get('run_for', '?')} and then"
         " ending (exit 0; cleanPodPolicy Running), operator and ceiling at the same rate"
-        " (the ceiling creates a job's pods and Services when its POST returns). Seconds"
-        " from each job's POST.",
+        " (the ceiling creates a job's pods and Services when its POST returns, and"
+        " deletes what cleanPodPolicy asks for, the job's Services, when its pods have run"
+        f" their time: {ce.get('ceiling_endings', 0)} jobs in its run). Seconds from each"
+        " job's POST.",
         "",
         f"| metric | {head} | ceiling | {ratios} |",
         "|---|" + "---:|" * (2 * len(runs) + 1),

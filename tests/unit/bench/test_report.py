@@ -1,0 +1,33 @@
+"""make bench's burst report (bench/report.py): the figures its goals judge."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parents[3] / "bench"
+sys.path.insert(0, str(BENCH))
+import report  # noqa: E402
+
+
+def _runs(*running: float) -> list[dict[str, Any]]:
+    return [{"total_running_s": t, "total_created_s": 1.0} for t in running]
+
+
+def test_each_goal_figure_is_the_median_of_its_own_runs() -> None:
+    res = {
+        "repeats": {"ceiling": _runs(8.0, 6.0, 7.0), "operator": _runs(9.0, 14.0, 8.4)},
+        "cost_medians": {
+            "ceiling": {"cpu|kube-apiserver": 10.0},
+            "operator": {"cpu|kube-apiserver": 12.0},
+        },
+    }
+    line = report.own_medians(res)[-1]
+    assert "job Running, total: ceiling 7.00, operator 9.00 (1.29x)" in line
+    assert "kube-apiserver CPU seconds: ceiling 10.00, operator 12.00 (1.20x)" in line
+    assert "operator before" not in line
+
+
+def test_without_the_ceiling_there_is_nothing_to_compare() -> None:
+    assert report.own_medians({"repeats": {"operator": _runs(1.0)}}) == []
