@@ -11,10 +11,10 @@ measured the same way, its job Running from its Running condition). bench.py
 The ceiling (ceiling.py): a bare creator of exactly the pods and Services
 the operator makes, and at a job's end the deletes its cleanPodPolicy asks
 for; no watch, no status, no events. Times come from a watcher process's
-receipt of the watch events (creationTimestamp has
-1 s resolution). Namespaces are deleted and their pods waited out between
-runs; the apiserver's request counts and every process's CPU are read before
-and after each run.
+receipt of the watch events (creationTimestamp has 1 s resolution).
+Namespaces are deleted and their pods waited out between runs; the
+apiserver's request counts and every process's CPU are read before and
+after each run.
 """
 
 from __future__ import annotations

@@ -79,11 +79,10 @@ def own_medians(res: dict[str, Any]) -> list[str]:
     parts = []
     for figure, values in figures.items():
         ceiling = values["ceiling"]
-        each = [f"ceiling {_fmt(ceiling)}"] + [
-            f"{label[n]} {_fmt(values[n])} ({_fmt(_div(values[n], ceiling))}x)"
-            for n in names
-            if n != "ceiling"
-        ]
+        each = [f"ceiling {_fmt(ceiling)}"]
+        for n in (n for n in names if n != "ceiling"):
+            ratio = _div(values[n], ceiling)
+            each.append(f"{label[n]} {_fmt(values[n])}" + (f" ({ratio:.2f}x)" if ratio else ""))
         parts.append(f"{figure}: " + ", ".join(each))
     return ["", "Each figure the median of its own runs: " + "; ".join(parts) + "."]
 

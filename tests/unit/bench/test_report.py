@@ -31,3 +31,9 @@ def test_each_goal_figure_is_the_median_of_its_own_runs() -> None:
 
 def test_without_the_ceiling_there_is_nothing_to_compare() -> None:
     assert report.own_medians({"repeats": {"operator": _runs(1.0)}}) == []
+
+
+def test_a_figure_a_run_did_not_measure_shows_as_missing_without_a_ratio() -> None:
+    res = {"repeats": {"ceiling": _runs(7.0), "operator": _runs(9.0)}, "cost_medians": {}}
+    line = report.own_medians(res)[-1]
+    assert "kube-apiserver CPU seconds: ceiling -, operator -." in line
