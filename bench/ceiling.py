@@ -89,12 +89,17 @@ def _world(job: dict[str, Any], namespace: str, config: ControllerConfig) -> _Wo
     return _World(fake | {"status": then.status}, pods, services, made + services)
 
 
-def children_of(job: dict[str, Any], namespace: str, config: ControllerConfig) -> list[Child]:
-    """What the operator creates for this job, serialized, with a placeholder uid."""
-    return [
+def plan(
+    job: dict[str, Any], namespace: str, config: ControllerConfig
+) -> tuple[list[Child], Ending | None]:
+    """What the operator creates for this job (serialized, with a placeholder
+    uid), and its ending (ending_of), from one build of its world."""
+    world = _world(job, namespace, config)
+    children = [
         (o["kind"], CHILD_PATHS[o["kind"]].format(ns=namespace), json.dumps(o).encode())
-        for o in _world(job, namespace, config).created
+        for o in world.created
     ]
+    return children, _ending(job, world, namespace, config)
 
 
 def with_uid(body: bytes, uid: str) -> bytes:
@@ -107,10 +112,15 @@ def ending_of(job: dict[str, Any], namespace: str, config: ControllerConfig) -> 
     """The deletes of the job's end, if all its pods end by themselves (None
     if any runs until it is deleted): reconcile's on the world where they
     have ended with their exit codes, its Services still there."""
+    return plan(job, namespace, config)[1]
+
+
+def _ending(
+    job: dict[str, Any], world: _World, namespace: str, config: ControllerConfig
+) -> Ending | None:
     after = run_seconds(job)
     if after is None:
         return None
-    world = _world(job, namespace, config)
     ended = [_ended(pod) for pod in world.pods]
     later = datetime.now(UTC) + timedelta(seconds=after)
     result = reconcile(world.job, Observed(pods=ended, services=world.services), config, later)
@@ -172,8 +182,9 @@ class Ceiling:
         parallelism: int,
     ) -> None:
         self._api = api
-        self._children = {j["metadata"]["name"]: children_of(j, namespace, config) for j in jobs}
-        self._endings = {j["metadata"]["name"]: ending_of(j, namespace, config) for j in jobs}
+        plans = {j["metadata"]["name"]: plan(j, namespace, config) for j in jobs}
+        self._children = {name: children for name, (children, _) in plans.items()}
+        self._endings = {name: ending for name, (_, ending) in plans.items()}
         self._pool = ThreadPoolExecutor(parallelism, thread_name_prefix="ceiling")
         self._timers = _Timers(self._pool)
         self._creates: list[Future[None]] = []
