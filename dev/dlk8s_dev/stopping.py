@@ -173,9 +173,7 @@ def _term_own_tools() -> None:
 
 def _kill_everything() -> None:
     leftovers.kill_own_run()
-    for pid in own_children():
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
+    leftovers.kill(own_children())
 
 
 @dataclass
