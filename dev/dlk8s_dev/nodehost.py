@@ -197,11 +197,19 @@ def processes_of(root: Path, tag: str, netns_inode: int | None = None) -> list[t
             netns = os.stat(entry / "ns" / "net").st_ino if netns_inode else None
         except OSError:
             continue
-        if (
-            str(root) in cmdline
-            or f"/{tag}/" in cgroup
-            or f"/{tag}\n" in cgroup
-            or (netns_inode and netns == netns_inode)
-        ):
+        ours = str(root) in cmdline or f"/{tag}/" in cgroup or f"/{tag}\n" in cgroup
+        # Once a node's network namespace is gone its inode number can be a
+        # new one's, another node's pod's (seen in CI): no process of ours.
+        if ours or (netns_inode and netns == netns_inode and not node_tags_in(cgroup) - {tag}):
             found.append((int(entry.name), cmdline.strip()))
     return found
+
+
+def node_tags_in(cgroup: str) -> set[str]:
+    """The tags of the nodes whose cgroups a process is in (its /proc/PID/cgroup)."""
+    return {
+        part
+        for line in cgroup.splitlines()
+        for part in line.split(":", 2)[-1].split("/")
+        if TAG_RE.match(part)
+    }

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlk8s_dev import runs
-from dlk8s_dev.nodehost import NODE_PREFIX, hierarchies
+from dlk8s_dev.nodehost import NODE_PREFIX, TAG_RE, hierarchies, node_tags_in
 
 
 @dataclass(frozen=True)
@@ -103,6 +103,15 @@ class Run:
         return Run(self.pid, self.session, frozenset(netns), frozenset(links), frozenset(cidrs))
 
 
+def _of_another_run(p: Proc, run: Run) -> bool:
+    """A process in another run's node: a network namespace's inode number is
+    used again once it is gone, and another node's pod may have it now."""
+    return any(
+        (m := TAG_RE.match(tag)) is not None and int(m.group(1)) != run.pid
+        for tag in node_tags_in(p.cgroup)
+    )
+
+
 def footprint(m: Machine, run: Run) -> dict[str, set[str]]:
     """What of ``run`` is in ``m``, by kind."""
     names = (f"{runs.WORKDIR_PREFIX}{run.pid}-", f"{NODE_PREFIX}{run.pid}-")
@@ -112,14 +121,16 @@ def footprint(m: Machine, run: Run) -> dict[str, set[str]]:
         for p in m.procs
         if any(n in p.cmdline or f"/{n}" in p.cgroup for n in names)
         or p.session == run.session
-        or p.netns in run.netns
+        or (p.netns in run.netns and not _of_another_run(p, run))
         or p.pid == run.pid
     ]
     marks = [*run.links, *run.cidrs]
     return {
         "processes": {f"{p.pid} {p.cmdline[:120]}" for p in own},
         "links": {n for n in m.links if link.match(n) or n in run.links or n == "dlk8s-br"},
-        "netns": {str(p.netns) for p in m.procs if p.netns in run.netns},
+        "netns": {
+            str(p.netns) for p in m.procs if p.netns in run.netns and not _of_another_run(p, run)
+        },
         "mounts": {
             point
             for point, fstype in m.mounts
