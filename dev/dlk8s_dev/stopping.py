@@ -19,8 +19,9 @@ own; the main thread only waits for signals and for the work to end.
 - A second request while that goes on changes nothing: teardown goes on,
   and we say how long it may still take.
 - A third, or a teardown not done ``GRACE`` seconds after the first
-  request, kills every process of the run at once (SIGKILL); its
-  directories, links and cgroups are removed all the same.
+  request, kills every process of the run at once (SIGKILL) and waits
+  until they have exited; its directories, links and cgroups are removed
+  all the same.
 - At the end, whatever of this run is still on the machine is removed
   (after an orderly teardown: nothing), and the last line says what was
   removed. All of it within 60 s of the first signal.
