@@ -160,6 +160,17 @@ def services_of(cluster: LocalCluster, namespace: str, job: str) -> dict[str, di
     return {s["metadata"]["name"]: s for s in items["items"]}
 
 
+def wait_for_services(
+    cluster: LocalCluster, namespace: str, job: str, names: set[str]
+) -> dict[str, dict[str, Any]]:
+    """The job's Services, once they are these: a replica's Service follows its
+    pod's address (reconcile.changes), a moment after the pod runs."""
+    return wait_until(
+        lambda: (s := services_of(cluster, namespace, job)).keys() == names and s,
+        what=f"services {sorted(names)}",
+    )
+
+
 @contextmanager
 def temporary_namespace(cluster: LocalCluster) -> Iterator[str]:
     """A fresh namespace, deleted afterwards without waiting for it to go."""

@@ -24,6 +24,7 @@ from .helpers import (
     services_of,
     wait_for_phase,
     wait_for_pods,
+    wait_for_services,
     wait_until,
 )
 
@@ -45,7 +46,7 @@ def caffe2_config(namespace: str, cluster: dict[str, list[str]], role: str, inde
 def test_redis_example_with_an_existing_server(cluster: LocalCluster, namespace: str) -> None:
     apply(cluster, namespace, example("caffe2job-redis.yaml"))
     pods = wait_for_pods(cluster, namespace, "example-job", WORKERS)
-    assert services_of(cluster, namespace, "example-job").keys() == WORKERS
+    wait_for_services(cluster, namespace, "example-job", WORKERS)
     status = wait_until(
         lambda: (
             (s := job_status(cluster, namespace, "Caffe2Job", "example-job")).get("runtimeId") and s
@@ -102,8 +103,7 @@ def test_redis_in_the_master_pod(cluster: LocalCluster, namespace: str) -> None:
     assert redis["command"][:3] == ["redis-server", "--port", "6379"]
     assert [p["containerPort"] for p in redis["ports"]] == [6379]
 
-    services = services_of(cluster, namespace, IN_MASTER)
-    assert services.keys() == IN_MASTER_PODS | {REDIS_SERVICE}
+    services = wait_for_services(cluster, namespace, IN_MASTER, IN_MASTER_PODS | {REDIS_SERVICE})
     service = services[REDIS_SERVICE]["spec"]
     assert [(p["name"], p["port"]) for p in service["ports"]] == [("redis", 6379)]
     assert service["selector"]["dlk8s.io/replica-type"] == "master"

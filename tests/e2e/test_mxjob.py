@@ -24,6 +24,7 @@ from .helpers import (
     wait_for_phase,
     wait_for_pods,
     wait_for_replacement,
+    wait_for_services,
     wait_for_state,
     wait_until,
 )
@@ -43,8 +44,7 @@ def test_seed_example_makes_pods_services_variables_and_labels(
     apply(cluster, namespace, example("mxjob-linear-dist.yaml"))
     pods = wait_for_pods(cluster, namespace, "mx-test-dist", LINEAR)
 
-    services = services_of(cluster, namespace, "mx-test-dist")
-    assert services.keys() == LINEAR
+    services = wait_for_services(cluster, namespace, "mx-test-dist", LINEAR)
     for name, svc in services.items():
         assert svc["spec"]["clusterIP"] == "None", name
         assert [(p["name"], p["port"]) for p in svc["spec"]["ports"]] == [("mxnet-port", 9091)]

@@ -33,7 +33,7 @@ from dlk8s_dev.localcluster import (
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
 from ..unit.support.paddle import EDL_EXAMPLE_ENV
-from .helpers import apply, example, get_json, job_status, pods_of, wait_until
+from .helpers import apply, example, get_json, job_status, pods_of, services_of, wait_until
 
 NODES = (
     NodeSpec("small-0", cpu="8", memory="16Gi", gpu=4),
@@ -89,9 +89,14 @@ def test_edl_example_makes_the_right_pods_and_variables(
     }
     master = pods["example-master-0"]["spec"]["containers"]
     assert [c["name"] for c in master] == ["paddle", "etcd"]
-    services = get_json(cluster, "services", "-n", namespace, "-l", "dlk8s.io/job-name=example")
-    names = {s["metadata"]["name"] for s in services["items"]}
-    assert base | {"example-trainer-0", "example-trainer-1"} <= names
+    # A replica's Service follows its pod's address, a moment after the pod runs.
+    wait_until(
+        lambda: (
+            base | {"example-trainer-0", "example-trainer-1"}
+            <= services_of(cluster, namespace, "example").keys()
+        ),
+        what="the example's Services",
+    )
     status = wait_until(
         lambda: (
             (s := job_status(cluster, namespace, "PaddleJob", "example")).get("phase") == "Running"

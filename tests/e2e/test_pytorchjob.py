@@ -30,6 +30,7 @@ from .helpers import (
     wait_for_phase,
     wait_for_pods,
     wait_for_replacement,
+    wait_for_services,
     wait_for_state,
     wait_until,
 )
@@ -61,8 +62,7 @@ def test_kubeflow_job_makes_pods_services_and_kubeflows_variables(
     cluster: LocalCluster, namespace: str
 ) -> None:
     pods = start(cluster, namespace, DDP, "master-0", "worker-0", "worker-1")
-    services = services_of(cluster, namespace, DDP)
-    assert services.keys() == pods.keys()
+    services = wait_for_services(cluster, namespace, DDP, set(pods))
     for name, svc in services.items():
         assert svc["spec"]["clusterIP"] == "None"
         ports = [(p["name"], p["port"]) for p in svc["spec"]["ports"]]

@@ -29,6 +29,7 @@ from .helpers import (
     wait_for_phase,
     wait_for_pods,
     wait_for_replacement,
+    wait_for_services,
     wait_for_state,
     wait_until,
 )
@@ -50,13 +51,7 @@ def test_seed_example_makes_pods_services_and_tf_config(
     apply(cluster, namespace, example("tfjob.yaml"))
     pods = wait_for_pods(cluster, namespace, "example-job", SEED_PODS)
 
-    services = {
-        s["metadata"]["name"]: s
-        for s in get_json(
-            cluster, "services", "-n", namespace, "-l", "dlk8s.io/job-name=example-job"
-        )["items"]
-    }
-    assert services.keys() == SEED_PODS
+    services = wait_for_services(cluster, namespace, "example-job", SEED_PODS)
     for name, svc in services.items():
         assert svc["spec"]["clusterIP"] == "None", name
         assert [p["port"] for p in svc["spec"]["ports"]] == [2222]
@@ -321,7 +316,10 @@ def test_tensorboard_comes_and_goes_with_the_job(cluster: LocalCluster, namespac
     )
     assert {v["name"] for v in spec["volumes"]} >= {"azurefile"}
     assert {m["mountPath"] for m in board["volumeMounts"]} >= {"/tmp/tensorflow"}
-    service = get_json(cluster, "service", f"{name}-tensorboard", "-n", namespace)
+    service = wait_until(
+        lambda: get_or_none(cluster, "service", f"{name}-tensorboard", "-n", namespace),
+        what="the TensorBoard Service",
+    )
     assert service["spec"]["type"] == "ClusterIP"
     cluster.kubectl("delete", "tfjob", name, "-n", namespace)
     wait_until(
