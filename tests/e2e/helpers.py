@@ -29,6 +29,22 @@ def wait_until(predicate: Callable[[], T], timeout: float = 60, what: str = "") 
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def holds_for(seconds: float, check: Callable[[], object], what: str, looks: int = 3) -> int:
+    """Watches a state that must hold over a while: `check` (which asserts)
+    runs again and again until `seconds` have passed and it has run at least
+    `looks` times, so a slow machine stretches the while instead of leaving
+    it unwatched. Returns how many looks there were."""
+    deadline, done = time.monotonic() + seconds, 0
+    while done < looks or time.monotonic() < deadline:
+        try:
+            check()
+        except AssertionError as err:
+            raise AssertionError(f"{what} stopped holding after {done} look(s): {err}") from err
+        done += 1
+        time.sleep(0.25)
+    return done
+
+
 def get_json(cluster: LocalCluster, *args: str) -> dict[str, Any]:
     out = cluster.kubectl("get", *args, "-o", "json")
     found: dict[str, Any] = json.loads(out.stdout)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from .helpers import (
     finish_pod,
     get_json,
     get_or_none,
+    holds_for,
     job_status,
     pods_of,
     services_of,
@@ -193,13 +193,16 @@ def test_without_a_master_every_worker_must_succeed(cluster: LocalCluster, names
 
     status = wait_until(one_done, what="one worker counted as succeeded")
     assert (status["state"], status["phase"]) == ("Running", "Running")
-    time.sleep(2)  # nothing more must happen: the job waits for the other worker
-    now = pods_of(cluster, namespace, "example-job")
-    assert (
-        now["example-job-worker-1"]["metadata"]["uid"]
-        == (pods["example-job-worker-1"]["metadata"]["uid"])
-    )
-    assert job_status(cluster, namespace, "Caffe2Job", "example-job")["state"] == "Running"
+
+    def waits_for_the_other() -> None:  # nothing more must happen
+        now = pods_of(cluster, namespace, "example-job")
+        assert (
+            now["example-job-worker-1"]["metadata"]["uid"]
+            == (pods["example-job-worker-1"]["metadata"]["uid"])
+        )
+        assert job_status(cluster, namespace, "Caffe2Job", "example-job")["state"] == "Running"
+
+    holds_for(2, waits_for_the_other, "the job waiting for its other worker")
 
     finish_pod(cluster, namespace, "example-job-worker-0", 0)
     status = wait_for_phase(cluster, namespace, "Caffe2Job", "example-job", "Done")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +26,7 @@ from .helpers import (
     condition,
     finish_pod,
     get_json,
+    holds_for,
     job_status,
     pods_of,
     temporary_namespace,
@@ -334,12 +334,15 @@ def test_a_flavors_labels_and_tolerations_reach_the_pods_which_stay_admitted_whi
         ),
         what="PodsReady on the Workload",
     )
-    time.sleep(PODS_READY_TIMEOUT + 5)
-    wl = workload_of(cluster, namespace, "placed")
-    assert wl is not None
-    assert is_true(wl, "Admitted")
-    assert not is_true(wl, "Evicted")
-    assert len(pods_of(cluster, namespace, "placed")) == 4
+
+    def still_admitted() -> None:
+        wl = workload_of(cluster, namespace, "placed")
+        assert wl is not None
+        assert is_true(wl, "Admitted")
+        assert not is_true(wl, "Evicted")
+        assert len(pods_of(cluster, namespace, "placed")) == 4
+
+    holds_for(PODS_READY_TIMEOUT + 5, still_admitted, "the admission, past waitForPodsReady")
 
 
 KUEUE_RESOURCES = {

@@ -19,7 +19,7 @@ from dlk8s_dev.localcluster import (
     pinned_versions,
 )
 
-from .helpers import get_json, wait_until
+from .helpers import get_json, holds_for, wait_until
 
 
 def pod_manifest(name: str, namespace: str, **container: Any) -> str:
@@ -212,9 +212,13 @@ def test_a_fake_node_deletes_only_the_pod_it_was_asked_to(
         lambda: all(_phase(kube, namespace, n) in ("Running", None) for n in names),
         what="the new pods to run or vanish",
     )
-    time.sleep(1)  # a stale delete of the node's comes within milliseconds; give it ample time
-    items = get_json(cluster, "pods", "-n", namespace)["items"]
-    assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in items} == uids
+
+    def the_new_pods_stay() -> None:
+        items = get_json(cluster, "pods", "-n", namespace)["items"]
+        assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in items} == uids
+
+    # A stale delete of the node's comes within milliseconds; watch ample time.
+    holds_for(1, the_new_pods_stay, "the new pods")
 
 
 def test_stop_leaves_no_process_behind() -> None:

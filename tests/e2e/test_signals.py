@@ -46,9 +46,10 @@ class NoCluster:
 
 class SlowCluster(NoCluster):
     def stop(self):
-        # A teardown that waits on a process of its own, as LocalCluster.stop waits on etcd.
-        subprocess.run(["sleep", "30"], start_new_session=True)
-        self.removed.append("slow cluster")
+        # A teardown that waits on a process of its own, as LocalCluster.stop waits on etcd;
+        # longer than the stop's own deadline, so only a kill ends it in time.
+        waited = subprocess.run(["sleep", "300"], start_new_session=True)
+        self.removed.append(f"slow cluster (its wait ended {waited.returncode})")
         return self.removed
 
 def no_demo(args, run):
@@ -100,7 +101,7 @@ class Forker:
         self.proc.stdin.write(f"{kind} {out}\n")
         self.proc.stdin.flush()
         pid = int(self.proc.stdout.readline())
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not (out.exists() and out.read_text().endswith("\n")):
             assert time.monotonic() < deadline, f"run {pid} printed nothing"
             time.sleep(0.001)
@@ -122,6 +123,11 @@ class Forker:
 # not survive (HEAD's demo hung in about 1 of 100 bursts with no gap, 6 of
 # 100 with 20 µs).
 GAPS = (0.0, 10e-6, 20e-6, 20e-6)
+# Seconds after which a run that has not exited is taken to hang. A run stops
+# in milliseconds (each burst's exit is printed, not judged: timings belong
+# in benchmarks); only a deadlock, which never ends, or the slow teardown's
+# wait, which the third request must cut, come near it.
+HANG = 30.0
 
 
 def signal_and_time(pid: int, signals: list[int], limit: float, gap: float = 0.0) -> float | None:
@@ -151,7 +157,7 @@ def forker(tmp_path: Path) -> Iterator[Forker]:
 
 
 @pytest.mark.parametrize("kind", ["cluster", "demo"])
-def test_bursts_of_signals_stop_every_run_within_a_second(forker: Forker, kind: str) -> None:
+def test_bursts_of_signals_stop_every_run(forker: Forker, kind: str) -> None:
     """A hundred runs sent 5 SIGTERMs, a hundred mixed SIGINT/SIGTERM, as fast as they go."""
     shuffle = random.Random(35)
     slow: list[float] = []
@@ -160,10 +166,11 @@ def test_bursts_of_signals_stop_every_run_within_a_second(forker: Forker, kind: 
         # Anywhere from at once (the work thread still starting) to waiting.
         time.sleep(shuffle.choice([0, 0, 0.001, 0.005, 0.02]))
         burst = TERMS if i % 2 else MIXED
-        took = signal_and_time(pid, burst, limit=1.0, gap=GAPS[i // 2 % len(GAPS)])
+        # A run a burst deadlocks never ends: HANG tells it from a slow one.
+        took = signal_and_time(pid, burst, limit=HANG, gap=GAPS[i // 2 % len(GAPS)])
         code = forker.exit_code()
         lines = out.read_text().splitlines()
-        assert took is not None, f"run {i} ({pid}) still running 1 s after the first signal:\n" + (
+        assert took is not None, f"run {i} ({pid}) hung after the first signal:\n" + (
             "\n".join(lines)
         )
         slow.append(took)
@@ -186,7 +193,7 @@ def test_a_second_request_waits_and_a_third_kills_what_is_left(forker: Forker) -
     os.kill(pid, signal.SIGINT)
     time.sleep(1.2)
     assert Path(f"/proc/{pid}").exists(), "ended before the third request"
-    took = signal_and_time(pid, [signal.SIGTERM], limit=5.0)
+    took = signal_and_time(pid, [signal.SIGTERM], limit=HANG)
     code = forker.exit_code()
     lines = out.read_text().splitlines()
     assert took is not None, lines
@@ -199,4 +206,5 @@ def test_a_second_request_waits_and_a_third_kills_what_is_left(forker: Forker) -
     assert any("got SIGTERM a third time: killing what is left" in line for line in lines), lines
     # The teardown was not cut in two: it went on to its end once what it waited on was gone.
     assert lines[-1].startswith("==> stopped "), lines
-    assert lines[-1].endswith("removed: slow cluster"), lines
+    # What it waited on was killed (SIGKILL), not waited out.
+    assert lines[-1].endswith("removed: slow cluster (its wait ended -9)"), lines

@@ -29,7 +29,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,7 +37,7 @@ import pytest
 from dlk8s_dev.localcluster import LocalCluster
 from dlk8s_dev.localdeploy import OperatorProcess
 
-from .helpers import apply, get_or_none, wait_until
+from .helpers import apply, get_or_none, holds_for, wait_until
 from .training import Lab, Recorder, finished, free_cpu, kustomized, local_operator
 
 EXAMPLE = "pytorchjob-ddp"
@@ -182,11 +181,14 @@ def test_exit_1_fails_the_job_and_recreates_nothing(lab: Lab) -> None:
     [record] = lab.recorder.of(master)
     assert record.exit_code == 1, record
     assert "step 20: failing as asked" in "\n".join(record.log), record
-    time.sleep(3)
-    assert [r.uid for r in lab.recorder.of(master)] == [record.uid]
-    pod = get_or_none(lab.cluster, "pod", master, "-n", lab.namespace)
-    assert pod is not None
-    assert pod["metadata"]["uid"] == record.uid
+
+    def kept_as_it_ended() -> None:
+        assert [r.uid for r in lab.recorder.of(master)] == [record.uid]
+        pod = get_or_none(lab.cluster, "pod", master, "-n", lab.namespace)
+        assert pod is not None
+        assert pod["metadata"]["uid"] == record.uid
+
+    holds_for(3, kept_as_it_ended, "the failed MASTER's pod")
 
 
 def test_a_worker_killed_by_sigkill_comes_back_within_max_restarts(lab: Lab) -> None:

@@ -27,7 +27,6 @@ import json
 import re
 import shutil
 import textwrap
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ import pytest
 from dlk8s_dev.localcluster import LocalCluster
 from dlk8s_dev.localdeploy import OperatorProcess
 
-from .helpers import get_json, get_or_none, wait_until
+from .helpers import get_json, get_or_none, holds_for, wait_until
 from .training import (
     Lab,
     Recorder,
@@ -262,13 +261,16 @@ def test_the_same_strategy_refuses_a_master_and_the_job_fails_without_a_restart(
     refusal = "ValueError: Disallowed task type found in cluster spec. Allowed types are "
     assert refusal + "('chief', 'worker', 'evaluator', 'ps', None)" in log, log
     assert "ClusterSpec({'master': [" in log, log
+
     # Exit 1 is the program's own failure: the pod stays, nothing replaces it.
-    time.sleep(3)
-    assert [r.uid for r in lab.recorder.of(master)] == [record.uid]
-    pod = get_or_none(lab.cluster, "pod", master, "-n", lab.namespace)
-    assert pod is not None
-    assert pod["metadata"]["uid"] == record.uid
-    assert exit_code(pod) == 1
+    def kept_as_it_ended() -> None:
+        assert [r.uid for r in lab.recorder.of(master)] == [record.uid]
+        pod = get_or_none(lab.cluster, "pod", master, "-n", lab.namespace)
+        assert pod is not None
+        assert pod["metadata"]["uid"] == record.uid
+        assert exit_code(pod) == 1
+
+    holds_for(3, kept_as_it_ended, "the failed MASTER's pod")
 
 
 TENSORBOARD_CLIENT = """

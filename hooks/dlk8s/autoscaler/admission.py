@@ -71,9 +71,15 @@ def to_admit(
     sim: Simulation, admitted: Sequence[list[Pod]], passed_over: Sequence[list[Pod]]
 ) -> set[str]:
     """Jobs whose gated trainers may go to the scheduler now: those given
-    room, the starving job itself (its room is kept), and, once no job
-    starves, every gated job (the gate only guards kept nodes)."""
-    waiting = [g for g in passed_over if not sim.starving or group_key(g[0]) in sim.starving]
+    room, a starving job itself (its room is kept) unless a younger one
+    would reach an older one's kept room (sim.held_at_gate), and, once no
+    job starves, every gated job (the gate only guards kept nodes)."""
+    waiting = [
+        g
+        for g in passed_over
+        if not sim.starving
+        or (group_key(g[0]) in sim.starving and group_key(g[0]) not in sim.held_at_gate)
+    ]
     return {
         s.job.uid
         for g in (*admitted, *waiting)

@@ -59,10 +59,18 @@ def starve(sim: Simulation, group: Sequence[Pod], count: int) -> None:
     one of the job's fits. Without this, a job of large trainers can wait
     for ever behind smaller ones."""
     key = group_key(group[0])
+    younger = bool(sim.starving)
     sim.starving.append(key)
-    unplaced = [p for p in largest_first(group) if not make_room(sim, [p], anywhere=True)]
+    # Gated trainers go where the gate lets them: off the nodes kept for an
+    # older starving job (a gated group is held back from exactly that room).
+    gated = any(p.gated for p in group)
+    unplaced = [p for p in largest_first(group) if not make_room(sim, [p], anywhere=not gated)]
     if not unplaced:
         return
+    if gated and younger:
+        # Ungated now, kube-scheduler could bind what did not fit onto the
+        # older job's kept room: it waits behind the gate for its own.
+        sim.held_at_gate.add(key)
     closest = _closest_nodes(sim, unplaced[0])
     if not closest:  # no node could ever hold it: keeping any would help nobody
         sim.starving.remove(key)

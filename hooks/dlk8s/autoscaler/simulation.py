@@ -67,9 +67,13 @@ class Simulation:
         # Node -> the group key of the starving job it is kept for
         # (reservations.starve): only its pods, growth and pending pods the
         # scheduler binds where it likes are placed there. And the starving
-        # jobs' group keys.
+        # jobs' group keys, oldest first.
         self.kept: dict[str, str] = {}
         self.starving: list[str] = []
+        # Starving jobs whose gated trainers stay gated: younger than another
+        # starving job and not all placed off its kept nodes, so that the
+        # scheduler, which knows nothing of keeping, cannot hand them that room.
+        self.held_at_gate: set[str] = set()
 
     # -- room -------------------------------------------------------------------
 

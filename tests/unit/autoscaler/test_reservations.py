@@ -105,3 +105,23 @@ def test_a_running_jobs_missing_trainer_makes_nobody_shrink() -> None:
     b = job("b", 1, 4, 3, res(1, 1, gpu=1))
     pods = trainer_pods(a, "n0", start=1) + trainer_pods(b, "n0", "n0", "n0")
     assert plan([node("n0", gpu=4)], pods, [a, b]).changes == ()
+
+
+def test_a_younger_gated_job_that_starves_too_waits_behind_its_gate() -> None:
+    # hog fills n0 and 3 of n1's 4 GPUs: big (4 GPUs) has n1 kept. small's
+    # gated trainer fits only n1's free GPU; once small too has waited
+    # reserve_after, lifting its gate would let kube-scheduler bind it there.
+    nodes = [node("n0", gpu=4), node("n1", gpu=4)]
+    pods = [pod(f"hog-{i}", "n0" if i < 4 else "n1", res(gpu=1)) for i in range(7)]
+    small = job("small", 1, 2, 1, res(1, 1, gpu=1), running=False, admitted=False,
+                created="2026-01-01T00:05:00Z")  # fmt: skip
+    pods += waiting("big", gpu=4) + waiting("small", gpu=1, created=small.created, gated=True)
+    for wait in (400, 700, 3000):  # small waited 100, 400 and 2,700 s; reserve_after 300
+        result = plan(nodes, pods, [small], now=EPOCH_T0 + wait, reserve_after=300)
+        assert result.kept["ns/big"] == ("n1",), wait
+        assert targets(result) == {}, wait
+    # A GPU free off the node kept for big: small goes, though big still starves.
+    pods = [p for p in pods if p.name != "hog-0"]
+    result = plan(nodes, pods, [small], now=EPOCH_T0 + 700, reserve_after=300)
+    assert targets(result) == {"small": 1}
+    assert len(result.kept["ns/big"]) == 1

