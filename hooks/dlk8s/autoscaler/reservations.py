@@ -10,7 +10,9 @@ pass that needs its room), and pods created before cannot be held back.
 While nodes are kept, new elastic trainers are created gated
 (config.Admission); a gated job is admitted (a Change, maybe of the same
 count) once its minimum fits off the kept nodes, and every gated job once
-no job starves (admission.to_admit).
+no job starves (admission.to_admit). A gated job that starves in its turn
+is admitted only when it is the oldest starving job or its trainers all fit
+off the older ones' kept nodes (Simulation.held_at_gate).
 """
 
 from __future__ import annotations
