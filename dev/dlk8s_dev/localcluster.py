@@ -39,7 +39,7 @@ import yaml
 
 from . import datafiles, leftovers, runs
 from .pdeath import die_with_parent
-from .runs import WORKDIR_PREFIX
+from .runs import START_WAIT, WORKDIR_PREFIX
 
 if TYPE_CHECKING:
     from .kueue import Kueue
@@ -452,7 +452,9 @@ class LocalCluster:
                 "--log-level=warn",
             ],
         )
-        _wait_for(lambda: _http_ok(f"http://127.0.0.1:{client}/health"), 30, "etcd health", self)
+        _wait_for(
+            lambda: _http_ok(f"http://127.0.0.1:{client}/health"), START_WAIT, "etcd health", self
+        )
 
     def _start_apiserver(self) -> None:
         port = free_port()
@@ -488,11 +490,11 @@ class LocalCluster:
             ],
         )
         self._write_admin_kubeconfig()
-        _wait_for(self._apiserver_ready, 90, "kube-apiserver /readyz", self)
+        _wait_for(self._apiserver_ready, START_WAIT, "kube-apiserver /readyz", self)
 
     def _write_admin_kubeconfig(self) -> None:
         # The serving certificate appears once the apiserver has generated it.
-        _wait_for(self.ca_file.exists, 30, "apiserver certificate", self)
+        _wait_for(self.ca_file.exists, START_WAIT, "apiserver certificate", self)
         self.write_kubeconfig(self.kubeconfig, self.token)
 
     def _apiserver_ready(self) -> bool:
@@ -579,15 +581,15 @@ class LocalCluster:
             port = self._ports[name]
             _wait_for(
                 lambda p=port: _https_ok(f"https://127.0.0.1:{p}/healthz", None, None),  # type: ignore[misc]
-                60,
+                START_WAIT,
                 f"{name} /healthz",
                 self,
             )
-        _wait_for(self._nodes_ready, 60, "kwok nodes Ready", self)
+        _wait_for(self._nodes_ready, START_WAIT, "kwok nodes Ready", self)
         # Pods need the default ServiceAccount the controller-manager creates.
         _wait_for(
             lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0,
-            60,
+            START_WAIT,
             "default ServiceAccount",
             self,
         )
@@ -617,7 +619,7 @@ class LocalCluster:
         """kube-apiserver killed, refusing connections for `down` seconds,
         then started again; returns once it is ready."""
         self.restart_process("kube-apiserver", down)
-        _wait_for(self._apiserver_ready, 90, "kube-apiserver /readyz after a restart", self)
+        _wait_for(self._apiserver_ready, START_WAIT, "kube-apiserver /readyz after a restart", self)
 
     def compact_etcd(self) -> int:
         """Compact etcd's history up to now, so that watches from an older

@@ -91,6 +91,7 @@ from .nodehost import HOST_LINK_RE, NODE_PREFIX, SERVICE_CIDR, NodeError
 from .nodeinit import PRIVATE_DIRS, READY_FILE
 from .nodepki import make_pki
 from .pdeath import die_with_parent
+from .runs import START_WAIT
 
 if TYPE_CHECKING:
     from .localcluster import LocalCluster
@@ -422,8 +423,8 @@ class RealNode:
                 self._start_proxy_and_dns()
                 for load in loads:
                     load.result()
-            self._wait(lambda: self._node_ready(cluster), 90, "the real node Ready")
-            self._wait(self._dns_ready, 30, "CoreDNS ready")
+            self._wait(lambda: self._node_ready(cluster), START_WAIT, "the real node Ready")
+            self._wait(self._dns_ready, START_WAIT, "CoreDNS ready")
         except BaseException:
             self.stop()
             raise
@@ -590,7 +591,7 @@ class RealNode:
 
     def _start_containerd(self) -> None:
         self._spawn("containerd", ["containerd", "--config", str(self.root / "containerd.toml")])
-        self._wait(self.containerd_socket.exists, 30, "containerd's socket")
+        self._wait(self.containerd_socket.exists, START_WAIT, "containerd's socket")
 
     def _start_kubelet(self) -> None:
         r = self.root

@@ -30,6 +30,14 @@ MARKER = ".dlk8s-owner"
 SCRATCH_ENV = "DLK8S_DEV_SCRATCH"
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
+# How long a start waits for each part to answer. A part that crashes fails
+# the wait at once (its exit is checked on every look), so this bounds only a
+# slow start: on a 2-core machine running three test processes, clusters, a
+# real node and training containers at once (load 12 and more), parts took
+# several times their quiet start, and a start that fails for being slow
+# fails a test that would have passed.
+START_WAIT = 300.0
+
 
 def control_plane_base() -> Path:
     """Where the control plane's directory goes: memory if there is some to spare."""
