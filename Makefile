@@ -55,6 +55,17 @@ unit: tools ## unit tests (no cluster)
 # tests skip, which CI (root) counts as failures.
 E2E_IMAGES := $(if $(filter 0,$(shell id -u)),images,)
 
+# The images need the venv and the real node's Debian packages, not the Go
+# tool chain: on a cold machine they download and unpack (network and disk)
+# while Go compiles (CPU), instead of after it. A warm run finds both cached.
+.PHONY: prepare
+prepare: $(VENV)/.installed
+	$(MAKE) --no-print-directory -j2 tools $(E2E_IMAGES)
+
+.PHONY: node-debs
+node-debs: ## the real node's Debian packages (containerd, runc, buildah, ...), as root
+	tools/install.sh node-debs
+
 # Three processes, one per group of tests/groups.py (the kwok modules, the
 # modules that train on the session's real node, and those that start
 # clusters of their own; each group runs whole in one process, by the
@@ -69,11 +80,11 @@ E2E_IMAGES := $(if $(filter 0,$(shell id -u)),images,)
 PYTEST_GROUPS := -n 3 --dist loadgroup
 
 .PHONY: e2e
-e2e: tools $(E2E_IMAGES) ## end-to-end tests on the local control plane
+e2e: prepare ## end-to-end tests on the local control plane
 	$(PYTEST) $(PYTEST_GROUPS) tests/e2e
 
 .PHONY: test
-test: lint chart-unittest $(E2E_IMAGES) ## everything CI checks
+test: prepare lint chart-unittest ## everything CI checks
 	$(PYTEST) $(PYTEST_GROUPS) tests
 
 # DEMO_ARGS=--kwok: kwok's nodes only, where a real node cannot run.
@@ -88,11 +99,11 @@ cluster: tools ## the local cluster (a real node beside the kwok nodes; KUEUE=1:
 	@$(PYTHON) -m dlk8s_dev.clustercli --real-node $(if $(filter 1,$(KUEUE)),--kueue)
 
 .PHONY: image
-image: tools ## the operator image from hooks/Dockerfile (cached per user); prints how to push it
+image: $(VENV)/.installed node-debs ## the operator image from hooks/Dockerfile (cached per user); prints how to push it
 	$(PYTHON) -m dlk8s_dev.images operator --push-hint
 
 .PHONY: images
-images: tools ## every local image (pause, base, operator, runtime, pytorch) and the real node's image store, cached per user
+images: $(VENV)/.installed node-debs ## every local image (pause, base, operator, runtime, pytorch) and the real node's image store, cached per user
 	$(PYTHON) -m dlk8s_dev.images --store
 
 .PHONY: clean
