@@ -26,19 +26,27 @@ class LeaseHistory:
             timeout_seconds=300,
         )
         self._thread = threading.Thread(target=self._run, daemon=True)
+        self._stopping = threading.Event()
+        self.failure: Exception | None = None  # what ended the watch early, if anything did
 
     def __enter__(self) -> LeaseHistory:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._watch.stop()
-        self._thread.join(10)
+        self._stopping.set()
+        self._watch.stop()  # takes effect at the next event: a renewal, within seconds
+        self._thread.join(30)
 
     def _run(self) -> None:
-        for event in self._events:
-            spec = event["object"].spec
-            self.versions.append((spec.holder_identity or "", spec.acquire_time, spec.renew_time))
+        try:
+            for event in self._events:
+                spec = event["object"].spec
+                holder = spec.holder_identity or ""
+                self.versions.append((holder, spec.acquire_time, spec.renew_time))
+        except Exception as err:  # the stream cut under a watch being stopped is no news
+            if not self._stopping.is_set():
+                self.failure = err
 
     def holders(self) -> list[str]:
         return list(dict.fromkeys(h for h, _, _ in self.versions if h))
@@ -47,8 +55,8 @@ class LeaseHistory:
         """The old holder's last renewal and the new holder's acquisition."""
         renewed = [r for h, _, r in self.versions if h == old and r is not None]
         acquired = [a for h, a, _ in self.versions if h == new and a is not None]
-        assert renewed, self.versions
-        assert acquired, self.versions
+        assert renewed, (self.versions, self.failure)
+        assert acquired, (self.versions, self.failure)
         return renewed[-1], acquired[0]
 
     def released(self, old: str) -> datetime | None:
