@@ -361,7 +361,7 @@ def count_problem(cluster: LocalCluster, ns: str, pod: str) -> str:
     )
 
 
-def sees_soon(cluster: LocalCluster, ns: str, pod: str, count: int, since: float) -> None:
+def sees_the_count(cluster: LocalCluster, ns: str, pod: str, count: int, since: float) -> None:
     """The running trainer printed the new count (the kubelet refreshes the
     file when it syncs the pod: at once on the pod's change, and every
     syncFrequency, 10 s on the real node). How long it took is printed, not
@@ -389,7 +389,7 @@ def test_elastic_paddle_trainers_follow_the_autoscaler_on_the_real_node(
         apply_manifest(real_cluster, ns, paddle_job(real_cluster, first, 1, fits + 1))
         grown = wait_for_trainers(real_cluster, ns, first, fits)
         pod = f"{first}-trainer-0"
-        sees_soon(real_cluster, ns, pod, fits, grown)
+        sees_the_count(real_cluster, ns, pod, fits, grown)
         steady(real_cluster, ns, {first: fits}, seconds=6)
         # A second job whose minimum needs what the first grew into: the
         # first gives back trainers (never below its minimum) until it fits.
@@ -401,7 +401,7 @@ def test_elastic_paddle_trainers_follow_the_autoscaler_on_the_real_node(
         assert shrunk_to >= 1, f"the node's room ({room}m) does not fit this test"
         shrunk = wait_for_trainers(real_cluster, ns, first, shrunk_to)
         wait_for_trainers(real_cluster, ns, second, 2)
-        sees_soon(real_cluster, ns, pod, shrunk_to, shrunk)
+        sees_the_count(real_cluster, ns, pod, shrunk_to, shrunk)
         steady(real_cluster, ns, {first: shrunk_to, second: 2}, seconds=8)
         for trainer in (f"{second}-trainer-0", f"{second}-trainer-1"):
             sees_within(real_cluster, ns, trainer, 2, since=0)
