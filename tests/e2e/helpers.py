@@ -7,13 +7,16 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
+from dlk8s.runtime.errors import NotFoundError
 from dlk8s_dev.localcluster import EXIT_CODE_ANNOTATION, REPO_ROOT, LocalCluster
+
+from . import reads
 
 T = TypeVar("T")
 EXAMPLES = REPO_ROOT / "tests" / "data" / "kwok"  # tests/data/kwok/README.md
@@ -46,19 +49,34 @@ def holds_for(seconds: float, check: Callable[[], object], what: str, looks: int
 
 
 def get_json(cluster: LocalCluster, *args: str) -> dict[str, Any]:
+    """`kubectl get ARGS -o json`, read in this process when it can be (reads.py)."""
+    query = reads.parse(args)
+    if query is not None:
+        found = reads.reader(cluster).get(query)
+        if found is not None:
+            return found
     out = cluster.kubectl("get", *args, "-o", "json")
-    found: dict[str, Any] = json.loads(out.stdout)
-    return found
+    printed: dict[str, Any] = json.loads(out.stdout)
+    return printed
 
 
 def get_or_none(cluster: LocalCluster, *args: str) -> dict[str, Any] | None:
+    """get_json, or None where kubectl would say NotFound."""
+    query = reads.parse(args)
+    if query is not None:
+        try:
+            found = reads.reader(cluster).get(query)
+        except reads.NotFoundError:
+            return None
+        if found is not None:
+            return found
     out = cluster.kubectl("get", *args, "-o", "json", check=False)
     if out.returncode != 0:
         if "NotFound" in out.stderr:
             return None
         raise AssertionError(out.stderr)
-    found: dict[str, Any] = json.loads(out.stdout)
-    return found
+    printed: dict[str, Any] = json.loads(out.stdout)
+    return printed
 
 
 def apply(cluster: LocalCluster, namespace: str, manifest: dict[str, Any]) -> None:
@@ -191,11 +209,14 @@ def wait_for_services(
 def temporary_namespace(cluster: LocalCluster) -> Iterator[str]:
     """A fresh namespace, deleted afterwards without waiting for it to go."""
     name = f"t-{uuid.uuid4().hex[:10]}"
-    cluster.kubectl("create", "namespace", name)
+    # In this process, as reads.py reads: two kubectl runs a test add up over the suite.
+    kube = reads.reader(cluster).kube
+    kube.request("POST", "/api/v1/namespaces", body={"metadata": {"name": name}})
     try:
         yield name
     finally:
-        cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+        with suppress(NotFoundError):
+            kube.request("DELETE", f"/api/v1/namespaces/{name}")
 
 
 def job_manifest(

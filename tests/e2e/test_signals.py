@@ -77,7 +77,7 @@ for line in sys.stdin:
 """
 
 TERMS = [signal.SIGTERM] * 5
-MIXED = [signal.SIGINT, signal.SIGTERM, signal.SIGINT, signal.SIGTERM, signal.SIGINT]
+MIXED = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGTERM, signal.SIGINT]
 
 
 class Forker:
@@ -158,7 +158,7 @@ def forker(tmp_path: Path) -> Iterator[Forker]:
 
 @pytest.mark.parametrize("kind", ["cluster", "demo"])
 def test_bursts_of_signals_stop_every_run(forker: Forker, kind: str) -> None:
-    """A hundred runs sent 5 SIGTERMs, a hundred mixed SIGINT/SIGTERM, as fast as they go."""
+    """A hundred runs sent 5 SIGTERMs, a hundred mixed SIGINT/SIGTERM/SIGHUP, as fast as they go."""
     shuffle = random.Random(35)
     slow: list[float] = []
     for i in range(200):
@@ -182,6 +182,25 @@ def test_bursts_of_signals_stop_every_run(forker: Forker, kind: str) -> None:
         assert lines[-1].startswith("==> stopped "), lines
         assert " removed: " in lines[-1], lines
     print(f"\n{kind}: slowest exit {max(slow) * 1000:.0f} ms after the first signal")
+
+
+@pytest.mark.parametrize("kind", ["cluster", "demo"])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: signal.Signals(s).name
+)
+def test_each_signal_alone_stops_a_run_which_names_it(forker: Forker, kind: str, sig: int) -> None:
+    """A terminal's Ctrl-C, `timeout` or a CI runner's SIGTERM, a closed
+    terminal's SIGHUP: one of them, once, is a request to stop, and the last
+    line says which it was (`make cluster` with its real node gets SIGTERM
+    and SIGINT in tests/e2e/test_stopping.py)."""
+    pid, out = forker.start(kind)
+    took = signal_and_time(pid, [sig], limit=HANG)
+    code = forker.exit_code()
+    lines = out.read_text().splitlines()
+    assert took is not None, lines
+    assert code == 0, lines
+    assert lines[-1].startswith("==> stopped "), lines
+    assert f" after {signal.Signals(sig).name};" in lines[-1], lines
 
 
 def test_a_second_request_waits_and_a_third_kills_what_is_left(forker: Forker) -> None:
