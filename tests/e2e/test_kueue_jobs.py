@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -343,6 +344,134 @@ def test_a_flavors_labels_and_tolerations_reach_the_pods_which_stay_admitted_whi
         assert len(pods_of(cluster, namespace, "placed")) == 4
 
     holds_for(PODS_READY_TIMEOUT + 5, still_admitted, "the admission, past waitForPodsReady")
+
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+def queue_label(cluster: LocalCluster, namespace: str, job: str) -> str | None:
+    found = get_json(cluster, "tfjob", job, "-n", namespace)
+    label: str | None = found["metadata"].get("labels", {}).get(QUEUE_LABEL)
+    return label
+
+
+@contextmanager
+def without_the_queue_policy(cluster: LocalCluster, operator: OperatorProcess) -> Iterator[None]:
+    """The chart's ValidatingAdmissionPolicyBinding taken away for a while,
+    as a cluster admin might, so that what the operator holds on its own shows."""
+    install = operator.install
+    name = f"{install.release}-{install.namespace}-fixed-queue"
+    binding = get_json(cluster, "validatingadmissionpolicybinding", name)
+    cluster.kubectl("delete", "validatingadmissionpolicybinding", name)
+    try:
+        yield
+    finally:
+        kept = {k: binding["metadata"][k] for k in ("name", "labels", "annotations")}
+        binding["metadata"] = {k: v for k, v in kept.items() if v}
+        cluster.kubectl("create", "-f", "-", input=json.dumps(binding))
+
+
+def test_an_admitted_jobs_queue_is_fixed_and_it_leaves_when_preempted_whatever_its_label(
+    cluster: LocalCluster, namespace: str, flavors: None, operator: OperatorProcess
+) -> None:
+    queue = make_queue(cluster, namespace, "fixed", FLAVOR, preemption=True)
+    make_queue(cluster, namespace, "elsewhere", FLAVOR)
+    for name, value in (("low", 10), ("high", 1000)):
+        wpc = kueue_object("WorkloadPriorityClass", f"{namespace}-{name}", {})
+        wpc["value"] = value
+        del wpc["spec"]
+        cluster.kubectl("apply", "-f", "-", input=json.dumps(wpc))
+    low, high = tfjob("leaver", queue, gpus_per_pod=2), tfjob("urgent", queue, gpus_per_pod=2)
+    low["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = f"{namespace}-low"
+    high["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = f"{namespace}-high"
+    apply(cluster, namespace, low)
+    wait_until(lambda: len(pods_of(cluster, namespace, "leaver")) == 4, what="the leaver's pods")
+    wait_for_state(cluster, namespace, "TFJob", "leaver", "Running")
+    for change in (f"{QUEUE_LABEL}-", f"{QUEUE_LABEL}=elsewhere"):
+        refused = cluster.kubectl(
+            "label", "tfjob", "leaver", "-n", namespace, change, "--overwrite", check=False
+        )
+        assert refused.returncode != 0, f"{change} was let through"
+        assert "cannot change once Kueue has admitted the job" in refused.stderr, refused.stderr
+    assert queue_label(cluster, namespace, "leaver") == queue
+    with without_the_queue_policy(cluster, operator):
+        cluster.kubectl("label", "tfjob", "leaver", "-n", namespace, f"{QUEUE_LABEL}-")
+        # The operator keeps the job in its Workload's queue, and says so on it.
+        wait_until(
+            lambda: queue_label(cluster, namespace, "leaver") == queue, what="the label set back"
+        )
+        cluster.kubectl("label", "tfjob", "leaver", "-n", namespace, f"{QUEUE_LABEL}-")
+        apply(cluster, namespace, high)
+        wait_until(
+            lambda: len(pods_of(cluster, namespace, "urgent")) == 4, what="the urgent job's pods"
+        )
+        wait_until(
+            lambda: pods_of(cluster, namespace, "leaver") == {}, what="the leaver's pods gone"
+        )
+    status = job_status(cluster, namespace, "TFJob", "leaver")
+    assert status["phase"] == "Queued", status
+    evicted = condition(status, "Evicted")
+    assert evicted is not None
+    assert (evicted["status"], evicted["reason"]) == ("True", "Preempted")
+
+
+def pod_gpus(cluster: LocalCluster, namespace: str, job: str) -> int:
+    """The GPUs the job's pods that still hold them ask for."""
+    return sum(
+        int(c.get("resources", {}).get("limits", {}).get(GPU, 0))
+        for pod in pods_of(cluster, namespace, job).values()
+        if pod["status"].get("phase") not in ("Succeeded", "Failed")
+        for c in pod["spec"]["containers"]
+    )
+
+
+def test_an_admitted_job_that_asks_for_more_gpus_is_requeued_and_never_runs_past_its_quota(
+    cluster: LocalCluster, namespace: str, flavors: None
+) -> None:
+    queue = make_queue(cluster, namespace, "capped", FLAVOR)
+    apply(cluster, namespace, tfjob("greedy", queue))  # 4 pods of 1 GPU
+    wait_until(lambda: pod_gpus(cluster, namespace, "greedy") == 4, what="the admitted pods")
+    samples = [pod_gpus(cluster, namespace, "greedy")]
+    job = get_json(cluster, "tfjob", "greedy", "-n", namespace)
+    worker = job["spec"]["replicaSpecs"][1]["template"]["spec"]["containers"][0]
+    worker["resources"] = {"requests": {"cpu": "100m", GPU: "3"}, "limits": {GPU: "3"}}
+    cluster.kubectl("replace", "-f", "-", input=json.dumps(job))  # 1 + 3 x 3 = 10 GPUs
+    workers = "dlk8s.io/job-name=greedy,dlk8s.io/replica-type=worker"
+    cluster.kubectl("delete", "pods", "-n", namespace, "-l", workers)
+
+    def requeued() -> dict[str, Any] | None:
+        samples.append(pod_gpus(cluster, namespace, "greedy"))
+        wl = workload_of(cluster, namespace, "greedy")
+        return wl if wl is not None and wl_gpus(wl) == 10 else None
+
+    wait_until(requeued, what="the job requeued with a Workload of 10 GPUs")
+    status = job_status(cluster, namespace, "TFJob", "greedy")
+    assert (status["phase"], status.get("restartCount", 0)) == ("Queued", 0), status
+    events = get_json(
+        cluster, "events", "-n", namespace, "--field-selector",
+        "involvedObject.name=greedy,reason=Requeued",
+    )["items"]  # fmt: skip
+    assert events, "no Requeued event on the job"
+    assert "other pods than ClusterQueue" in events[0]["message"], events[0]
+
+    def never_past_the_quota() -> None:
+        samples.append(pod_gpus(cluster, namespace, "greedy"))
+        assert samples[-1] == 0, "a pod of the new spec runs without an admission"
+        wl = workload_of(cluster, namespace, "greedy")
+        assert wl is not None
+        assert not is_true(wl, "QuotaReserved"), "10 GPUs admitted in a quota of 8"
+
+    holds_for(10, never_past_the_quota, "the requeued job, waiting")
+    assert max(samples) <= QUOTA_GPUS, samples
+
+
+def wl_gpus(workload: dict[str, Any]) -> int:
+    """The GPUs a Workload asks for in all."""
+    return sum(
+        ps["count"] * int(c.get("resources", {}).get("limits", {}).get(GPU, 0))
+        for ps in workload["spec"]["podSets"]
+        for c in ps["template"]["spec"]["containers"]
+    )
 
 
 KUEUE_RESOURCES = {

@@ -117,6 +117,8 @@ class Reason:
     PENDING: Final = "Pending"
     ADMITTED: Final = "Admitted"
     EVICTED: Final = "Evicted"
+    # The spec changed past what Kueue admitted: requeued with a new Workload.
+    REQUEUED: Final = "Requeued"
     QUEUE_UNAVAILABLE: Final = "QueueUnavailable"
 
 

@@ -81,6 +81,12 @@ class WorkloadView:
     def cluster_queue(self) -> str:
         return str(self.admission.get("clusterQueue") or "")
 
+    @property
+    def queue(self) -> str:
+        """The LocalQueue it waits in (spec.queueName)."""
+        queue = dig(self.obj, "spec", "queueName")
+        return queue if isinstance(queue, str) else ""
+
 
 class Stage:
     """Where a queued job's Workload stands, in the order a pass tests it."""
@@ -101,11 +107,14 @@ class Queueing:
     stage: str  # Stage
     current: WorkloadView | None  # the Workload of that name, not being deleted
     stale: tuple[Obj, ...]  # the job's other Workloads, to delete
-    # The Workload the job asks for now: built only when it may be created
-    # or changed (none yet, or pending), not on an admitted job's passes.
+    # The Workload the job asks for now: built while it may be created or
+    # changed (none yet, or pending) and while admitted (to see it outgrown).
     wanted: Obj | None
     missing_priority: str | None  # a WorkloadPriorityClass named but not found
     differs: bool  # pending, and asking for other pods than `wanted`
+    # Admitted, and the job now asks for other pods than it was admitted
+    # with (its spec changed since): Kueue's own jobs are requeued then.
+    outgrown: bool
     # How many pods of each role the admission lets in, and where; None
     # unless admitted, or while a flavor it names is not in the cache.
     places: Mapping[str, Placement] | None
@@ -130,9 +139,8 @@ def assess(
         if stage == Stage.ADMITTED:
             by_set = placements(current, facts)
             places = None if by_set is None else _by_role(ctx, by_set)
-    wanted = (
-        workload_for(ctx, queue, pods(), facts) if stage in (Stage.NONE, Stage.PENDING) else None
-    )
+    building = (Stage.NONE, Stage.PENDING, Stage.ADMITTED)
+    wanted = workload_for(ctx, queue, pods(), facts) if stage in building else None
     evicted = (
         (current.reason(EVICTED), current.message(EVICTED))
         if current is not None and current.true(EVICTED)
@@ -147,6 +155,10 @@ def assess(
         missing_priority=missing_priority(ctx, facts),
         differs=wanted is not None
         and _may_change(current, stage)
+        and pod_sets_differ(current, wanted),
+        outgrown=wanted is not None
+        and current is not None
+        and stage == Stage.ADMITTED
         and pod_sets_differ(current, wanted),
         places=places,
         cluster_queue=current.cluster_queue if current else "",
@@ -190,6 +202,22 @@ def read_workload(child: ChildView) -> WorkloadView:
     return WorkloadView(
         child.obj, child.name, child.terminating, conditions, as_dict(status.get("admission"))
     )
+
+
+def held_queue(workloads: Sequence[ChildView], label: str | None, has_pods: bool) -> str | None:
+    """The LocalQueue a job cannot leave, if any: its Workload's. A job that
+    has a Workload stays in Kueue whatever its queue label says since: its
+    label may move it to another queue only while Kueue holds no quota for
+    it and it has no pod (Kueue's rule for its own jobs), and a label taken
+    off never takes it out (that would run it, or leave its pods where
+    Kueue's preemption cannot reach them)."""
+    for child in workloads:
+        workload = read_workload(child)
+        if workload.terminating or workload.true(FINISHED) or not workload.queue:
+            continue
+        moved = label is not None and not has_pods and not workload.true(QUOTA_RESERVED)
+        return label if moved else workload.queue
+    return None
 
 
 def workload_name(ctx: JobContext) -> str:

@@ -426,6 +426,126 @@ def test_an_evicted_job_keeps_the_quota_while_its_pods_terminate() -> None:
     assert (requeued["status"], requeued["reason"]) == ("False", "PodsReadyTimeout")
 
 
+# --- a job cannot leave its queue, nor outgrow its admission ---------------------
+
+
+def relabelled(world: QueueWorld, queue: str | None) -> None:
+    """A user sets the job's queue label to `queue`, or takes it off."""
+    labels = world.job["metadata"].setdefault("labels", {})
+    labels.pop(QUEUE_LABEL, None)
+    if queue is not None:
+        labels[QUEUE_LABEL] = queue
+
+
+def label_patches(result: Result) -> list[Any]:
+    return [
+        a.patch["metadata"]["labels"].get(QUEUE_LABEL)
+        for a in result.actions
+        if isinstance(a, Patch) and a.kind == "TFJob" and "labels" in a.patch["metadata"]
+    ]
+
+
+def test_an_admitted_job_whose_queue_label_is_taken_off_still_leaves_when_evicted() -> None:
+    world = admitted_world()
+    relabelled(world, None)
+    result = world.step()
+    assert (creates(result, "Pod"), deletes(result)) == ([], [])
+    assert label_patches(result) == ["q"]  # labelled again, as Kueue's queue holds it
+    assert world.workload()["spec"]["queueName"] == "q"
+    relabelled(world, None)  # and off again, before Kueue preempts it
+    world.set_conditions(("Evicted", "True", "Preempted"))
+    result = world.step()
+    assert deletes(result, "Pod") == sorted(PODS)
+    assert world.job["status"]["phase"] == "Queued"
+    result = world.step()  # the pods are gone: the quota goes back, and the job waits
+    assert creates(result, "Pod") == []
+    assert world.names("Workload") == [WORKLOAD]
+    assert world.job["status"]["phase"] == "Queued"
+
+
+def test_an_admitted_job_relabelled_to_another_queue_stays_where_it_was_admitted() -> None:
+    world = admitted_world()
+    relabelled(world, "other")
+    result = world.step()
+    assert label_patches(result) == ["q"]
+    assert [a for a in result.actions if isinstance(a, Patch) and a.kind == "Workload"] == []
+    assert (creates(result, "Pod"), deletes(result)) == ([], [])
+    assert world.job["status"]["state"] == "Running"
+
+
+def test_a_waiting_job_relabelled_moves_its_workload_to_that_queue() -> None:
+    world = queued_world()
+    relabelled(world, "other")
+    result = world.step()
+    assert world.workload()["spec"]["queueName"] == "other"
+    assert label_patches(result) == []
+    assert creates(result, "Pod") == []
+    queued = condition(world.job["status"], "Queued")
+    assert queued is not None
+    assert "LocalQueue other" in queued["message"]
+
+
+def test_a_waiting_job_whose_label_is_taken_off_stays_queued() -> None:
+    world = queued_world()
+    relabelled(world, None)
+    result = world.step()
+    assert creates(result, "Pod") == []
+    assert label_patches(result) == ["q"]
+    assert world.workload()["spec"]["queueName"] == "q"
+    assert world.job["status"]["phase"] == "Queued"
+
+
+def more_gpus(world: QueueWorld) -> None:
+    """The user edits the admitted job: its WORKER now asks for 4 GPUs."""
+    worker = world.job["spec"]["replicaSpecs"][1]
+    worker["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 4}}
+
+
+def test_an_admitted_job_that_asks_for_more_is_requeued_and_runs_nothing_unadmitted() -> None:
+    world = admitted_world()
+    restarts = world.job["status"]["restartCount"]
+    world.vanish("example-job-worker-0")  # a pod of the old template, gone
+    more_gpus(world)
+    result = world.step(graceful=True)
+    assert creates(result, "Pod") == []
+    assert deletes(result, "Pod") == sorted(set(PODS) - {"example-job-worker-0"})
+    assert deletes(result, "Workload") == []  # its quota is held while its pods go
+    status = world.job["status"]
+    assert (status["phase"], status["reason"], status["restartCount"]) == (
+        "Queued",
+        "Requeued",
+        restarts,
+    )
+    queued = condition(status, "Queued")
+    assert queued is not None
+    assert "ClusterQueue cq" in queued["message"]
+    assert ("Warning", "Requeued") in events(result)
+    for name in world.pods():
+        world.vanish(name)
+    assert deletes(world.step(), "Workload") == [WORKLOAD]
+    result = world.step()
+    [workload] = workload_creates(result)
+    worker = next(ps for ps in workload["spec"]["podSets"] if ps["name"] == "worker")
+    assert worker["template"]["spec"]["containers"][0]["resources"] == {
+        "limits": {"nvidia.com/gpu": 4}
+    }
+    assert creates(result, "Pod") == []
+    world.workload()["status"] = {}
+    assert creates(world.step(), "Pod") == []  # not before Kueue admits the new one
+    world.admit()
+    assert creates(world.step(), "Pod") == sorted(PODS)
+
+
+def test_an_admitted_job_whose_edit_asks_for_the_same_resources_keeps_running() -> None:
+    world = admitted_world()
+    container = world.job["spec"]["replicaSpecs"][1]["template"]["spec"]["containers"][0]
+    container["env"] = [{"name": "NEW", "value": "1"}]
+    result = world.step()
+    assert (creates(result, "Pod"), deletes(result)) == ([], [])
+    assert world.job["status"]["state"] == "Running"
+    assert world.job["status"]["phase"] != "Queued"
+
+
 # --- the end of the job --------------------------------------------------------
 
 

@@ -108,12 +108,18 @@ def gate(
         return waiting(ctx, views, actions, Reason.PENDING, message, q)
     if q.stage == Stage.EVICTED:
         return _evicted(ctx, views, q, actions)
+    if q.outgrown:
+        return _outgrown(ctx, views, q, actions)
     if q.stage == Stage.ADMITTED:
         return _admit(ctx, views, q, actions)
+    patch = {}
     if q.differs and q.wanted is not None:
         # Pending, the Workload may change: it asks for what the spec does now.
-        patch = {"spec": {"podSets": q.wanted["spec"]["podSets"]}}
-        actions.append(Patch(KUEUE_API_VERSION, "Workload", job.namespace, q.name, patch))
+        patch["podSets"] = q.wanted["spec"]["podSets"]
+    if q.current is not None and not q.reserved and q.current.queue != job.queue:
+        patch["queueName"] = job.queue  # moved by its label while it waits
+    if patch:
+        actions.append(Patch(KUEUE_API_VERSION, "Workload", job.namespace, q.name, {"spec": patch}))
     said = q.message or "not admitted yet"
     message = f"Waiting in LocalQueue {job.queue} (Workload {q.name}): {said}"
     return waiting(ctx, views, actions, Reason.PENDING, message, q)
@@ -173,6 +179,27 @@ def _evicted(
         actions.append(ReplaceStatus(released(q.current, job.now, job.stamp)))
     message = f"Evicted by Kueue ({reason}): {said}"
     return waiting(ctx, views, actions, Reason.EVICTED, message, q, keep=True)
+
+
+def _outgrown(
+    ctx: JobContext, views: Sequence[SlotView], q: Queueing, actions: list[Action]
+) -> Result:
+    """The spec asks for other pods than Kueue admitted (more GPUs, more
+    replicas): the admission no longer covers it, so the job is requeued as
+    Kueue requeues its own jobs. Its pods go (no restart counted), then its
+    Workload, and the next pass queues one that asks for what the spec does
+    now; no pod of the new spec runs before that one is admitted."""
+    job = ctx.job
+    for pod in job.children.pods:
+        if not pod.terminating:
+            actions += delete_actions(pod.obj, POD, "the job outgrew its admission")
+    if not job.children.pods and q.current is not None:
+        actions += delete_actions(q.current.obj, WORKLOAD, "the job outgrew its admission")
+    message = (
+        f"Requeued: the job asks for other pods than ClusterQueue {q.cluster_queue} admitted"
+        f" (Workload {q.name})"
+    )
+    return waiting(ctx, views, actions, Reason.REQUEUED, message, q, keep=True)
 
 
 def admitted_context(ctx: JobContext, places: Mapping[str, Placement]) -> JobContext:

@@ -42,6 +42,7 @@ from dlk8s.job.objects import (
     replica_key,
 )
 from dlk8s.job.policy import counted_pods
+from dlk8s.job.workloads import held_queue
 
 # The status fields that remember how pods ended: the replicas that failed
 # for good, and the pods recreated without counting a restart.
@@ -119,16 +120,21 @@ def read_job(raw: Obj, observed: Observed, now: datetime) -> JobView:
         carried=carried,
         now=now,
         stamp=stamp,
-        queue=queue_of(meta, observed.queueing),
+        queue=queue_of(meta, observed.queueing, children),
         queueing=observed.queueing,
     )
 
 
-def queue_of(meta: Obj, facts: QueueFacts | None) -> str | None:
-    """The LocalQueue a job waits in: its label's, else "default" when its
+def queue_of(meta: Obj, facts: QueueFacts | None, children: Children) -> str | None:
+    """The LocalQueue a job waits in: the one its Workload holds it in
+    (workloads.held_queue), else its label's, else "default" when its
     namespace has one and the operator integrates with Kueue."""
     label = dig(meta, "labels", LABEL_QUEUE_NAME)
-    if isinstance(label, str) and label:
+    label = label if isinstance(label, str) and label else None
+    held = held_queue(children.workloads, label, bool(children.pods))
+    if held is not None:
+        return held
+    if label is not None:
         return label
     if facts is not None and not facts.problem and meta.get("namespace") in facts.default_queues:
         return DEFAULT_QUEUE
