@@ -21,7 +21,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -39,6 +38,7 @@ import yaml
 
 from . import datafiles, leftovers, runs
 from .pdeath import die_with_parent
+from .ports import free_port
 from .runs import START_WAIT, WORKDIR_PREFIX
 
 if TYPE_CHECKING:
@@ -96,12 +96,6 @@ def pinned_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
         if "=" in line and not line.lstrip().startswith("#")
     )
     return {k.strip(): v.strip() for k, v in pairs}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _kwok_pod_stages() -> list[dict[str, Any]]:

@@ -132,6 +132,10 @@ def missing_requirements(tools_bin: Path) -> list[str]:
 # -- the node ------------------------------------------------------------------------
 
 
+# What containerd's CRI answers before it serves (containerd 1.6 to 2.x).
+CRI_NOT_READY = "server is not initialized yet"
+
+
 @dataclass
 class _Proc:
     name: str
@@ -186,6 +190,8 @@ class RealNode:
     _init_pid: int = field(init=False, default=0)
     _procs: list[_Proc] = field(init=False, default_factory=list)
     _cgroups: list[Path] = field(init=False, default_factory=list)
+    # Kubelets started again because containerd's CRI was not ready (_respawned).
+    _kubelet_retries: int = field(init=False, default=0)
 
     # -- before the control plane ----------------------------------------------------
 
@@ -634,13 +640,27 @@ class RealNode:
         except OSError:
             return False
 
+    def _respawned(self, proc: _Proc) -> bool:
+        """Starts the kubelet again if it ended only because containerd's CRI
+        was not serving yet: containerd answers on its socket before its CRI
+        plugin has recovered its state (longer under load), and the kubelet
+        checks the CRI once at its start and exits 1. Anything else ends the start."""
+        said = proc.log.read_text(errors="replace")[-3000:]
+        if proc.name != "kubelet" or CRI_NOT_READY not in said or self._kubelet_retries >= 20:
+            return False
+        self._kubelet_retries += 1
+        self._procs.remove(proc)
+        time.sleep(0.5)
+        self._start_kubelet()
+        return True
+
     def _wait(self, predicate: Callable[[], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.interrupt is not None and self.interrupt.is_set():
                 raise NodeError(f"asked to stop while waiting for {what}")
-            for proc in self._procs:
-                if proc.popen.poll() is not None:
+            for proc in list(self._procs):
+                if proc.popen.poll() is not None and not self._respawned(proc):
                     tail = proc.log.read_text(errors="replace")[-3000:]
                     raise NodeError(f"{proc.name} exited {proc.popen.returncode}:\n{tail}")
             if predicate():

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .pdeath import die_with_parent
+from .ports import free_port
 
 if TYPE_CHECKING:
     from .realnode import RealNode
@@ -76,12 +77,6 @@ def _htpasswd(users: Mapping[str, str]) -> str:
     return "".join(f"{u}:{crypt.crypt(pw, crypt.mksalt(bcrypt))}\n" for u, pw in users.items())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class LocalRegistry:
     """docker-registry on 127.0.0.1; ``root`` holds its config, storage and log."""
@@ -102,7 +97,7 @@ class LocalRegistry:
         if not shutil.which("docker-registry"):
             raise RegistryError("docker-registry is missing: run `make tools` as root")
         self.root.mkdir(parents=True, exist_ok=True)
-        self.port = _free_port()
+        self.port = free_port()
         config = self.root / "config.yml"
         # Its own storage, no debug server, no other listener; deletes allowed
         # so a test can clean up what it pushed.
