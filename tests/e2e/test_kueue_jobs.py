@@ -395,7 +395,17 @@ def test_an_admitted_jobs_queue_is_fixed_and_it_leaves_when_preempted_whatever_i
         assert "cannot change once Kueue has admitted the job" in refused.stderr, refused.stderr
     assert queue_label(cluster, namespace, "leaver") == queue
     with without_the_queue_policy(cluster, operator):
-        cluster.kubectl("label", "tfjob", "leaver", "-n", namespace, f"{QUEUE_LABEL}-")
+        # The API server drops a deleted binding a moment later.
+        wait_until(
+            lambda: (
+                cluster.kubectl(
+                    "label", "tfjob", "leaver", "-n", namespace, f"{QUEUE_LABEL}-", check=False
+                ).returncode
+                == 0
+            ),
+            timeout=60,
+            what="the label taken off without the policy",
+        )
         # The operator keeps the job in its Workload's queue, and says so on it.
         wait_until(
             lambda: queue_label(cluster, namespace, "leaver") == queue, what="the label set back"
@@ -432,10 +442,18 @@ def test_an_admitted_job_that_asks_for_more_gpus_is_requeued_and_never_runs_past
     apply(cluster, namespace, tfjob("greedy", queue))  # 4 pods of 1 GPU
     wait_until(lambda: pod_gpus(cluster, namespace, "greedy") == 4, what="the admitted pods")
     samples = [pod_gpus(cluster, namespace, "greedy")]
-    job = get_json(cluster, "tfjob", "greedy", "-n", namespace)
-    worker = job["spec"]["replicaSpecs"][1]["template"]["spec"]["containers"][0]
-    worker["resources"] = {"requests": {"cpu": "100m", GPU: "3"}, "limits": {GPU: "3"}}
-    cluster.kubectl("replace", "-f", "-", input=json.dumps(job))  # 1 + 3 x 3 = 10 GPUs
+
+    def more_gpus() -> bool:
+        """Each WORKER asks for 3 GPUs (1 + 3 x 3 = 10 in all); False when a
+        status write came between the read and the replace."""
+        job = get_json(cluster, "tfjob", "greedy", "-n", namespace)
+        worker = job["spec"]["replicaSpecs"][1]["template"]["spec"]["containers"][0]
+        worker["resources"] = {"requests": {"cpu": "100m", GPU: "3"}, "limits": {GPU: "3"}}
+        done = cluster.kubectl("replace", "-f", "-", input=json.dumps(job), check=False)
+        assert done.returncode == 0 or "Conflict" in done.stderr, done.stderr
+        return done.returncode == 0
+
+    wait_until(more_gpus, what="the job asking for more GPUs")
     workers = "dlk8s.io/job-name=greedy,dlk8s.io/replica-type=worker"
     cluster.kubectl("delete", "pods", "-n", namespace, "-l", workers)
 
@@ -516,9 +534,16 @@ def test_the_operator_is_granted_exactly_the_kueue_calls_it_makes(
         return sets.get("worker")
 
     wait_until(lambda: worker_count() == 3, what="the waiting job's Workload")
-    job = get_json(cluster, "tfjob", "too-big", "-n", namespace)
-    job["spec"]["replicaSpecs"][1]["replicas"] = 1
-    cluster.kubectl("replace", "-f", "-", input=json.dumps(job))
+
+    def one_worker() -> bool:
+        """A replace of what was just read; False when a status write came between."""
+        job = get_json(cluster, "tfjob", "too-big", "-n", namespace)
+        job["spec"]["replicaSpecs"][1]["replicas"] = 1
+        done = cluster.kubectl("replace", "-f", "-", input=json.dumps(job), check=False)
+        assert done.returncode == 0 or "Conflict" in done.stderr, done.stderr
+        return done.returncode == 0
+
+    wait_until(one_worker, what="the job's replicas changed")
     wait_until(lambda: worker_count() == 1, what="the Workload asking for one WORKER")
     suspend = json.dumps({"spec": {"runPolicy": {"suspend": True}}})
     cluster.kubectl("patch", "tfjob", "too-big", "-n", namespace, "--type=merge", "-p", suspend)
