@@ -645,8 +645,9 @@ class RealNode:
         was not serving yet: containerd answers on its socket before its CRI
         plugin has recovered its state (longer under load), and the kubelet
         checks the CRI once at its start and exits 1. Anything else ends the start."""
-        said = proc.log.read_text(errors="replace")[-3000:]
-        if proc.name != "kubelet" or CRI_NOT_READY not in said or self._kubelet_retries >= 20:
+        if proc.name != "kubelet" or self._kubelet_retries >= 20:
+            return False
+        if CRI_NOT_READY not in proc.log.read_text(errors="replace")[-3000:]:
             return False
         self._kubelet_retries += 1
         self._procs.remove(proc)
