@@ -15,12 +15,15 @@ the API server's discovery does not know, goes to kubectl as before.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, NamedTuple
 
 from dlk8s.runtime.client import Kube
 from dlk8s.runtime.errors import ApiError
 from dlk8s_dev.localcluster import LocalCluster
 
+# Seconds between two discoveries for names not known: each is a request per API group.
+REDISCOVER_SECONDS = 2.0
 # What each flag sets; a flag not here sends the whole question to kubectl.
 FLAGS = {
     "-n": "namespace",
@@ -90,6 +93,7 @@ class Reader:
         self.kube = Kube(cluster.api_client())
         self._lock = threading.Lock()
         self._names: dict[str, Resource] = {}
+        self._discovered = float("-inf")  # time.monotonic() of the last discovery
 
     def _call(self, path: str, query: list[tuple[str, str]] | None = None) -> Any:
         return self.kube.request("GET", path, query=query or ())
@@ -121,9 +125,12 @@ class Reader:
 
     def resource(self, name: str) -> Resource | None:
         with self._lock:
-            if name.lower() not in self._names:
-                # A CRD installed since the last look.
+            missing = name.lower() not in self._names
+            if missing and time.monotonic() - self._discovered > REDISCOVER_SECONDS:
+                # A CRD installed since the last look; a wait polling a name
+                # no API serves yet asks discovery again only this often.
                 self._names = self._discover()
+                self._discovered = time.monotonic()
             return self._names.get(name.lower())
 
     def get(self, query: Query, default_namespace: str = "default") -> dict[str, Any] | None:

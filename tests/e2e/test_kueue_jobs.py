@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -117,6 +117,22 @@ def tfjob(name: str, queue: str, gpus_per_pod: int = 1, workers: int = 3) -> dic
         "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}},
         "spec": {"replicaSpecs": specs},
     }
+
+
+def edit_tfjob(
+    cluster: LocalCluster, namespace: str, name: str, edit: Callable[[dict[str, Any]], None]
+) -> None:
+    """`edit` the job as a user would (get, change, replace), read again when
+    a status write came between the get and the replace."""
+
+    def replaced() -> bool:
+        job = get_json(cluster, "tfjob", name, "-n", namespace)
+        edit(job)
+        done = cluster.kubectl("replace", "-f", "-", input=json.dumps(job), check=False)
+        assert done.returncode == 0 or "Conflict" in done.stderr, done.stderr
+        return done.returncode == 0
+
+    wait_until(replaced, what=f"{name} edited")
 
 
 def workload_of(cluster: LocalCluster, namespace: str, job: str) -> dict[str, Any] | None:
@@ -443,17 +459,12 @@ def test_an_admitted_job_that_asks_for_more_gpus_is_requeued_and_never_runs_past
     wait_until(lambda: pod_gpus(cluster, namespace, "greedy") == 4, what="the admitted pods")
     samples = [pod_gpus(cluster, namespace, "greedy")]
 
-    def more_gpus() -> bool:
-        """Each WORKER asks for 3 GPUs (1 + 3 x 3 = 10 in all); False when a
-        status write came between the read and the replace."""
-        job = get_json(cluster, "tfjob", "greedy", "-n", namespace)
+    def more_gpus(job: dict[str, Any]) -> None:
+        """Each WORKER asks for 3 GPUs: 1 + 3 x 3 = 10 in all."""
         worker = job["spec"]["replicaSpecs"][1]["template"]["spec"]["containers"][0]
         worker["resources"] = {"requests": {"cpu": "100m", GPU: "3"}, "limits": {GPU: "3"}}
-        done = cluster.kubectl("replace", "-f", "-", input=json.dumps(job), check=False)
-        assert done.returncode == 0 or "Conflict" in done.stderr, done.stderr
-        return done.returncode == 0
 
-    wait_until(more_gpus, what="the job asking for more GPUs")
+    edit_tfjob(cluster, namespace, "greedy", more_gpus)
     workers = "dlk8s.io/job-name=greedy,dlk8s.io/replica-type=worker"
     cluster.kubectl("delete", "pods", "-n", namespace, "-l", workers)
 
@@ -535,15 +546,10 @@ def test_the_operator_is_granted_exactly_the_kueue_calls_it_makes(
 
     wait_until(lambda: worker_count() == 3, what="the waiting job's Workload")
 
-    def one_worker() -> bool:
-        """A replace of what was just read; False when a status write came between."""
-        job = get_json(cluster, "tfjob", "too-big", "-n", namespace)
+    def one_worker(job: dict[str, Any]) -> None:
         job["spec"]["replicaSpecs"][1]["replicas"] = 1
-        done = cluster.kubectl("replace", "-f", "-", input=json.dumps(job), check=False)
-        assert done.returncode == 0 or "Conflict" in done.stderr, done.stderr
-        return done.returncode == 0
 
-    wait_until(one_worker, what="the job's replicas changed")
+    edit_tfjob(cluster, namespace, "too-big", one_worker)
     wait_until(lambda: worker_count() == 1, what="the Workload asking for one WORKER")
     suspend = json.dumps({"spec": {"runPolicy": {"suspend": True}}})
     cluster.kubectl("patch", "tfjob", "too-big", "-n", namespace, "--type=merge", "-p", suspend)

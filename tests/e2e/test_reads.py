@@ -14,7 +14,7 @@ import pytest
 from dlk8s_dev.localcluster import LocalCluster
 
 from . import reads
-from .helpers import apply, get_or_none, job_manifest, wait_for_pods
+from .helpers import apply, get_or_none, job_manifest, wait_for_pods, wait_for_services
 
 pytestmark = pytest.mark.usefixtures("operator")
 
@@ -41,6 +41,8 @@ def test_each_form_the_tests_use_reads_what_kubectl_prints(
     apply(cluster, namespace, job)
     pods = {"read-master-0", "read-worker-0", "read-worker-1"}
     wait_for_pods(cluster, namespace, "read", pods)
+    # Each replica's Service comes a moment after its pod runs.
+    wait_for_services(cluster, namespace, "read", pods)
     selector = "dlk8s.io/job-name=read"
     forms = [
         ("pods", "-n", namespace, "-l", selector),
