@@ -21,7 +21,7 @@ from concurrent.futures import Executor as Pool
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, Final, ParamSpec, Protocol, TypeVar
 
 from dlk8s.job.actions import (
     Action,
@@ -55,6 +55,14 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 GROUP_OF_KIND = {res.kind: group for group, res in OWNED_RESOURCES.items()}
+
+# Jobs remembered as being in a namespace being deleted: far more than are
+# torn down at once; one forgotten only tries one create again.
+MAX_DOOMED: Final = 4096
+
+
+class NamespaceDeletedError(TerminalError):
+    """A create refused, or not tried, because the job's namespace is being deleted."""
 
 
 class ChildApi(Protocol):
@@ -113,23 +121,63 @@ class Executor:
         self.expectations = expectations  # what the caches will show of each create and delete
         self._pool = InContext(pool)  # the calls of one pass in parallel, bounded
         self.events = EventRecorder(api, clock)  # posts events; counts a repeat on the first
+        # Jobs (by uid) whose namespace refused a create as being deleted:
+        # they create nothing more. Oldest first, at most MAX_DOOMED.
+        self._doomed: dict[str, None] = {}
 
     def execute(self, job: dict[str, Any], actions: list[Action]) -> Outcome:
-        """Carry out one pass's actions, all of them even when some fail; then
-        post the events of what was done, merged into one per reason."""
+        """Carry out one pass's actions; then post the events of what was
+        done, merged into one per reason.
+
+        Every delete, patch and status write is tried, all in parallel, and
+        so is every create, but in batches that double (1, 2, 4, ...; the
+        slow start of Kubernetes' Job and ReplicaSet controllers): a
+        namespace being deleted refuses every create after the first, and
+        its teardown deletes the job's pods one by one, each a new pass. So
+        the first such refusal ends the creates of the pass, and the job
+        creates nothing any more (the namespace never comes back; a new one
+        of that name holds new jobs). One refusal per job, where a 300-pod
+        job made hundreds. A create not tried counts as not created."""
         changes = [a for a in actions if not isinstance(a, Event)]
         uid = job["metadata"]["uid"]
         self.expectations.expect(uid, {c for a in changes if (c := expected_change(a))})
         outcome = Outcome()
         done: list[Event] = [a for a in actions if isinstance(a, Event)]
-        errors = self._pool.map(self._apply_safely(job), changes)
-        for action, err in zip(changes, errors, strict=True):
+        creates = [a for a in changes if isinstance(a, Create)]
+        others = [a for a in changes if not isinstance(a, Create)]
+        apply = self._apply_safely(job)
+        pending = [self._pool.submit(apply, a) for a in others]
+        results: list[tuple[Action, Exception | None]] = []
+        results += zip(creates, self._create_slowly(uid, apply, creates), strict=True)
+        results += zip(others, (f.result() for f in pending), strict=True)
+        for action, err in results:
             if err is not None:
                 _note_failure(outcome, action, err)
             elif isinstance(action, (Create, Delete, ReplaceStatus)) and action.event is not None:
                 done.append(action.event)
         self.send_events(job, done)
         return outcome
+
+    def _create_slowly(
+        self, uid: str, apply: Callable[[Action], Exception | None], creates: list[Create]
+    ) -> list[Exception | None]:
+        """Each create's error (None: created), in batches that double until
+        the namespace turns out to be going away; the rest are not tried."""
+        errors: list[Exception | None] = []
+        batch = 1
+        while len(errors) < len(creates) and uid not in self._doomed:
+            start = len(errors)
+            errors += self._pool.map(apply, creates[start : start + batch])
+            if any(isinstance(err, NamespaceDeletedError) for err in errors[start:]):
+                self._doomed[uid] = None
+                while len(self._doomed) > MAX_DOOMED:
+                    del self._doomed[next(iter(self._doomed))]
+            batch *= 2
+        skipped = creates[len(errors) :]
+        for action in skipped:
+            if change := expected_change(action):
+                self.expectations.cancel(uid, change)
+        return errors + [NamespaceDeletedError("its namespace is being deleted")] * len(skipped)
 
     def send_events(self, job: dict[str, Any], events: list[Event]) -> None:
         """Post in the background, merged into one per (type, reason, object)."""
@@ -148,7 +196,7 @@ class Executor:
             except NamespaceTerminatingError as err:
                 # The namespace, and the job with it, are going away.
                 namespace = job["metadata"]["namespace"]
-                return TerminalError(f"namespace {namespace} is being deleted: {err}")
+                return NamespaceDeletedError(f"namespace {namespace} is being deleted: {err}")
             except Exception as err:
                 return err
             finally:

@@ -201,3 +201,45 @@ def test_a_job_fully_created_writes_what_it_did_before(
     assert sorted(kube.writes()) == FIRST_PASS
     assert "reason" in written_status(kube)
     assert written_status(kube)["reason"] == Reason.CREATING
+
+
+def terminating(name: str) -> ApiError:
+    message = f'pods "{name}" is forbidden: namespace ns is being terminated'
+    body = api_status(403, "Forbidden", message)
+    # as kube-apiserver sends it (tests/e2e/test_informer.py checks it does)
+    cause = {"reason": "NamespaceTerminating", "field": "metadata.namespace"}
+    body["details"] = {"causes": [cause]}
+    return api_error(403, "Forbidden", body)
+
+
+def pod_creates(kube: RecordingKube) -> list[tuple[str, ...]]:
+    return [c for c in kube.calls if c[:2] == ("create", "pods")]
+
+
+def test_other_refusals_do_not_stop_the_creates_of_the_pass(
+    controller: Controller, kube: RecordingKube
+) -> None:
+    """The first pod refused (its own template's fault): the others are still tried."""
+    refuse(kube, [MASTER])
+    run_one(controller)
+    assert len(pod_creates(kube)) == len(PODS)
+
+
+def test_a_namespace_being_deleted_stops_the_creates_at_the_first_refusal(
+    controller: Controller,
+    kube: RecordingKube,
+    job_caches: dict[str, Cache],
+) -> None:
+    """Its teardown deletes the pods one by one, each a pass: one create is
+    refused, then none is tried, and none of the passes is retried."""
+    refuse(kube, PODS, error=terminating)
+    assert run_one(controller) == ["terminal"]
+    assert len(pod_creates(kube)) == 1
+    assert not retried(controller)
+    for _ in range(3):
+        watch_catches_up(controller, kube, job_caches)
+        assert run_one(controller) == ["terminal"]
+    assert len(pod_creates(kube)) == 1
+    assert not retried(controller)
+    # Nor is a status written that would count pods never made.
+    assert not [c for c in kube.calls if c[:2] == ("update", "tfjobs/status")]
