@@ -80,7 +80,10 @@ def get_or_none(cluster: LocalCluster, *args: str) -> dict[str, Any] | None:
 
 
 def apply(cluster: LocalCluster, namespace: str, manifest: dict[str, Any]) -> None:
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+    """`kubectl apply -n NAMESPACE` of one object: made in this process when
+    it is new (reads.py), by kubectl otherwise."""
+    if not reads.reader(cluster).create(manifest, namespace):
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
 
 
 def example(name: str) -> dict[str, Any]:

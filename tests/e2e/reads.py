@@ -14,6 +14,8 @@ the API server's discovery does not know, goes to kubectl as before.
 
 from __future__ import annotations
 
+import copy
+import json
 import threading
 import time
 from typing import Any, NamedTuple
@@ -22,6 +24,8 @@ from dlk8s.runtime.client import Kube
 from dlk8s.runtime.errors import ApiError
 from dlk8s_dev.localcluster import LocalCluster
 
+# Where `kubectl apply` keeps what it applied, for its next three-way merge.
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # Seconds between two discoveries for names not known: each is a request per API group.
 REDISCOVER_SECONDS = 2.0
 # What each flag sets; a flag not here sends the whole question to kubectl.
@@ -155,6 +159,39 @@ class Reader:
             item.setdefault("apiVersion", resource.group_version)
             item.setdefault("kind", resource.kind)
         return {"apiVersion": "v1", "kind": "List", "items": found["items"], "metadata": {}}
+
+    def create(self, manifest: dict[str, Any], namespace: str) -> bool:
+        """`kubectl apply -n NAMESPACE` of an object that is not there yet, as
+        kubectl makes it (strict field validation, its field manager, the
+        last-applied annotation a later `kubectl apply` merges against).
+        False, having changed nothing, for anything else: an object that
+        exists (kubectl's three-way merge), a kind discovery does not know,
+        an error (kubectl says it in its words)."""
+        api_version, kind = manifest.get("apiVersion"), manifest.get("kind")
+        resource = next(
+            (r for r in self._by_kind() if (r.group_version, r.kind) == (api_version, kind)), None
+        )
+        if resource is None:
+            return False
+        obj = copy.deepcopy(manifest)
+        meta = obj.setdefault("metadata", {})
+        if resource.namespaced:
+            meta["namespace"] = meta.get("namespace") or namespace
+        annotations = meta.setdefault("annotations", {})  # kubectl records {} too
+        annotations[LAST_APPLIED] = json.dumps(obj, separators=(",", ":"), sort_keys=True) + "\n"
+        query = [("fieldManager", "kubectl-client-side-apply"), ("fieldValidation", "Strict")]
+        try:
+            self.kube.request(
+                "POST", resource.path(meta.get("namespace"), None), query=query, body=obj
+            )
+        except ApiError:
+            return False
+        return True
+
+    def _by_kind(self) -> list[Resource]:
+        self.resource("pods")  # discovery, if none was made yet
+        with self._lock:
+            return list(set(self._names.values()))
 
 
 # By what a reader connects with: a cluster started again has a new token.

@@ -14,7 +14,7 @@ import pytest
 from dlk8s_dev.localcluster import LocalCluster
 
 from . import reads
-from .helpers import apply, get_or_none, job_manifest, wait_for_pods, wait_for_services
+from .helpers import apply, get_json, get_or_none, job_manifest, wait_for_pods, wait_for_services
 
 pytestmark = pytest.mark.usefixtures("operator")
 
@@ -76,3 +76,41 @@ def test_a_missing_object_is_none_either_way(cluster: LocalCluster, namespace: s
     assert get_or_none(cluster, "tfjob", "never-made", "-n", namespace) is None
     with pytest.raises(reads.NotFoundError):
         reads.reader(cluster).get(reads.Query("pod", "never-made", namespace, False, None, None))
+
+
+def test_an_object_made_in_process_is_the_one_kubectl_apply_makes(
+    cluster: LocalCluster, namespace: str
+) -> None:
+    """What apply() makes in this process: the same object, the same
+    last-applied record, so the next `kubectl apply` (a three-way merge)
+    removes a label the new manifest dropped, as it does on kubectl's own."""
+    job = job_manifest("TFJob", "made", {"MASTER": 1}, "tensorflow")
+    job["metadata"]["labels"] = {"team": "a", "stage": "test"}
+    theirs = json.loads(json.dumps(job))
+    theirs["metadata"]["name"] = "applied"
+    assert reads.reader(cluster).create(job, namespace)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(theirs))
+    made = printed(cluster, "tfjob", "made", "-n", namespace)
+    applied = printed(cluster, "tfjob", "applied", "-n", namespace)
+    last = reads.LAST_APPLIED
+    assert json.loads(made["metadata"]["annotations"][last]) == json.loads(
+        applied["metadata"]["annotations"][last].replace('"applied"', '"made"')
+    )
+    assert made["spec"] == applied["spec"]
+    managers = {
+        name: [
+            (m["manager"], m["operation"], m["fieldsV1"])
+            for m in get_json(cluster, "tfjob", name, "-n", namespace)["metadata"]["managedFields"]
+            if m.get("subresource") != "status"  # the operator's
+        ]
+        for name in ("made", "applied")
+    }
+    assert managers["made"] == managers["applied"]
+    # Made again: not in this process (it exists), by kubectl's merge.
+    assert not reads.reader(cluster).create(job, namespace)
+    for manifest in (job, theirs):
+        del manifest["metadata"]["labels"]["stage"]
+        apply(cluster, namespace, manifest)
+    for name in ("made", "applied"):
+        labels = printed(cluster, "tfjob", name, "-n", namespace)["metadata"]["labels"]
+        assert labels == {"team": "a"}, (name, labels)
