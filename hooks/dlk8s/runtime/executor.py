@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor as Pool
 from concurrent.futures import Future
@@ -122,8 +123,10 @@ class Executor:
         self._pool = InContext(pool)  # the calls of one pass in parallel, bounded
         self.events = EventRecorder(api, clock)  # posts events; counts a repeat on the first
         # Jobs (by uid) whose namespace refused a create as being deleted:
-        # they create nothing more. Oldest first, at most MAX_DOOMED.
+        # they create nothing more. Oldest first, at most MAX_DOOMED; the
+        # lock because the workers pass different jobs at once.
         self._doomed: dict[str, None] = {}
+        self._doomed_lock = threading.Lock()
 
     def execute(self, job: dict[str, Any], actions: list[Action]) -> Outcome:
         """Carry out one pass's actions; then post the events of what was
@@ -165,19 +168,27 @@ class Executor:
         the namespace turns out to be going away; the rest are not tried."""
         errors: list[Exception | None] = []
         batch = 1
-        while len(errors) < len(creates) and uid not in self._doomed:
+        while len(errors) < len(creates) and not self._is_doomed(uid):
             start = len(errors)
             errors += self._pool.map(apply, creates[start : start + batch])
             if any(isinstance(err, NamespaceDeletedError) for err in errors[start:]):
-                self._doomed[uid] = None
-                while len(self._doomed) > MAX_DOOMED:
-                    del self._doomed[next(iter(self._doomed))]
+                self._doom(uid)
             batch *= 2
         skipped = creates[len(errors) :]
         for action in skipped:
             if change := expected_change(action):
                 self.expectations.cancel(uid, change)
         return errors + [NamespaceDeletedError("its namespace is being deleted")] * len(skipped)
+
+    def _is_doomed(self, uid: str) -> bool:
+        with self._doomed_lock:
+            return uid in self._doomed
+
+    def _doom(self, uid: str) -> None:
+        with self._doomed_lock:
+            self._doomed[uid] = None
+            while len(self._doomed) > MAX_DOOMED:
+                del self._doomed[next(iter(self._doomed))]
 
     def send_events(self, job: dict[str, Any], events: list[Event]) -> None:
         """Post in the background, merged into one per (type, reason, object)."""
