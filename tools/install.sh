@@ -35,7 +35,18 @@ cached() {
       local tmp
       tmp="$(mktemp -d "$CACHE/.$name-XXXXXX")"
       chmod 755 "$tmp"
-      if ! "$build" "$tmp" "$version"; then
+      # Not `if ! "$build"`: `set -e` does not act inside a condition, so a
+      # build whose failing step is not its last would pass. In a subshell
+      # of its own it stops at the first failure.
+      local status
+      set +e
+      (
+        set -e
+        "$build" "$tmp" "$version"
+      )
+      status=$?
+      set -e
+      if ((status)); then
         rm -rf "$tmp"
         flock -u "$lock"
         return 1
