@@ -14,14 +14,17 @@ from typing import Any
 
 import pytest
 
+from dlk8s.job.actions import Create
 from dlk8s.job.names import EventType, Reason
+from dlk8s.runtime import executor
 from dlk8s.runtime.controller import Controller
 from dlk8s.runtime.errors import ApiError, api_error
+from dlk8s.runtime.expectations import Expectations
 from dlk8s.runtime.informer import Cache
 
 from ..support.controller import FIRST_PASS, KEY, drain, retried, run_one, watch_catches_up
 from ..support.fakes import RecordingKube, api_status
-from ..support.worlds import PODS
+from ..support.worlds import NOW, PODS
 
 # Every pass here is of the seed's TFJob, in its cache before the test starts.
 pytestmark = pytest.mark.usefixtures("submitted_job")
@@ -243,3 +246,20 @@ def test_a_namespace_being_deleted_stops_the_creates_at_the_first_refusal(
     assert not retried(controller)
     # Nor is a status written that would count pods never made.
     assert not [c for c in kube.calls if c[:2] == ("update", "tfjobs/status")]
+
+
+def test_the_memory_of_jobs_in_deleted_namespaces_is_bounded(
+    monkeypatch: pytest.MonkeyPatch, api_pool: ThreadPoolExecutor
+) -> None:
+    """The oldest is forgotten first; a forgotten job only tries one create again."""
+    monkeypatch.setattr(executor, "MAX_DOOMED", 2)
+    kube = RecordingKube()
+    kube.failures[("create", "pods", "p")] = terminating("p")
+    done = executor.Executor(kube, Expectations(), api_pool, lambda: NOW)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns"}}
+    for uid in ("a", "b", "c"):
+        job = {"metadata": {"uid": uid, "namespace": "ns", "name": uid}}
+        done.execute(job, [Create(pod), Create(pod)])
+    creates = [c for c in kube.calls if c[:2] == ("create", "pods")]
+    assert len(creates) == 3  # one each
+    assert [done._is_doomed(uid) for uid in ("a", "b", "c")] == [False, True, True]
