@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from dlk8s_dev.localcluster import (
     EXIT_CODE_ANNOTATION,
     REPO_ROOT,
     RUN_DURATION_ANNOTATION,
+    ClusterError,
     LocalCluster,
     missing_tools,
 )
@@ -128,12 +129,22 @@ class LogFollower:
             thread.join(timeout=5)
 
 
+# The watches read every second in this process (LocalCluster.api); kubectl
+# runs only to print a table once something changed.
+TFJOBS = "/apis/dlk8s.io/v1alpha1/namespaces/{}/tfjobs"
+
+
 def job_status(cluster: LocalCluster, namespace: str, name: str) -> dict[str, Any]:
-    out = cluster.kubectl("get", "tfjob", name, "-n", namespace, "-o", "json", check=False)
-    if out.returncode != 0:
-        return {}
-    status: dict[str, Any] = json.loads(out.stdout).get("status") or {}
+    code, job = cluster.api(f"{TFJOBS.format(namespace)}/{name}")
+    status: dict[str, Any] = (job.get("status") or {}) if code == 200 else {}
     return status
+
+
+def pods_with(cluster: LocalCluster, namespace: str, selector: str) -> list[dict[str, Any]] | None:
+    """The pods with these labels; None when the API server did not answer."""
+    query = urllib.parse.urlencode({"labelSelector": selector})
+    code, pods = cluster.api(f"/api/v1/namespaces/{namespace}/pods?{query}")
+    return list(pods.get("items") or []) if code == 200 else None
 
 
 def _pod_states(pods: list[dict[str, Any]]) -> list[tuple[str, ...]]:
@@ -163,8 +174,7 @@ def watch_training(cluster: LocalCluster, timeout: float, run: Run) -> bool:
                 table = cluster.kubectl("get", "tfjob", TRAIN_JOB, "-n", DEMO_NAMESPACE).stdout
                 print(table.rstrip(), flush=True)
                 shown_job = job_state
-            out = cluster.kubectl("get", "pods", "-n", DEMO_NAMESPACE, "-l", selector, "-o", "json")
-            pods = json.loads(out.stdout)["items"]
+            pods = pods_with(cluster, DEMO_NAMESPACE, selector) or []
             if pods and _pod_states(pods) != shown_pods:
                 table = cluster.kubectl(
                     "get", "pods", "-n", DEMO_NAMESPACE, "-l", selector, "-o", "wide"
@@ -290,13 +300,7 @@ def run_real(cluster: LocalCluster, args: argparse.Namespace, run: Run) -> int:
 def finish_masters(cluster: LocalCluster, after: str, done: threading.Event, run: Run) -> None:
     """Play the training code: every master that runs exits 0 `after` later."""
     while not done.wait(1) and not run.stopping.is_set():
-        out = cluster.kubectl(
-            "get", "pods", "-n", JOBS_NAMESPACE, "-l", "dlk8s.io/replica-type=master",
-            "-o", "json", check=False,
-        )  # fmt: skip
-        if out.returncode != 0:
-            continue
-        for pod in json.loads(out.stdout)["items"]:
+        for pod in pods_with(cluster, JOBS_NAMESPACE, "dlk8s.io/replica-type=master") or []:
             annotations = pod["metadata"].get("annotations") or {}
             if pod["status"].get("phase") == "Running" and EXIT_CODE_ANNOTATION not in annotations:
                 cluster.kubectl(
@@ -308,27 +312,28 @@ def finish_masters(cluster: LocalCluster, after: str, done: threading.Event, run
 
 def job_states(cluster: LocalCluster) -> dict[str, tuple[str, str]]:
     """(state, phase) by job: done means Succeeded and cleaned up (Done)."""
-    out = cluster.kubectl("get", "tfjobs", "-n", JOBS_NAMESPACE, "-o", "json")
+    code, jobs = cluster.api(TFJOBS.format(JOBS_NAMESPACE))
+    if code != 200:
+        raise ClusterError(f"listing the TFJobs: {code} {jobs.get('message', '')}")
     return {
         job["metadata"]["name"]: (
             (job.get("status") or {}).get("state", ""),
             (job.get("status") or {}).get("phase", ""),
         )
-        for job in json.loads(out.stdout)["items"]
+        for job in jobs.get("items") or []
     }
 
 
 def watch_until_done(cluster: LocalCluster, names: set[str], timeout: float, run: Run) -> bool:
     deadline = time.monotonic() + timeout
-    shown = ""
+    shown: dict[str, tuple[str, str]] = {}
     while time.monotonic() < deadline:
         # States first: Done is final, so the table read after them shows
         # every job at least as far along.
         states = job_states(cluster)
-        table = cluster.kubectl("get", "tfjobs", "-n", JOBS_NAMESPACE).stdout
-        if table != shown:
-            print(table, flush=True)
-            shown = table
+        if states != shown:
+            print(cluster.kubectl("get", "tfjobs", "-n", JOBS_NAMESPACE).stdout, flush=True)
+            shown = states
         if names <= states.keys() and all(states[n] == ("Succeeded", "Done") for n in names):
             return True
         run.pause(1, "watching the jobs")

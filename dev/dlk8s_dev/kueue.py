@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from .goruntime import server_env
 from .localcluster import ClusterError, _http_ok, free_port
 from .mountns import with_files_at
 from .nodepki import issue, make_ca
@@ -299,6 +300,7 @@ class Kueue:
                 stdin=subprocess.DEVNULL,
                 cwd=self.dir,
                 start_new_session=True,
+                env=server_env(),
                 preexec_fn=die_with_parent(),
             )
 
@@ -319,15 +321,9 @@ class Kueue:
 
     def _webhooks_answer(self) -> bool:
         """The API server calls the validating webhook, and Kueue refuses."""
-        done = self.cluster.kubectl(
-            "create",
-            "--dry-run=server",
-            "-f",
-            "-",
-            input=json.dumps(refused_workload(NAMESPACE)),
-            check=False,
-        )
-        return done.returncode != 0 and MIN_COUNT_REFUSAL in done.stderr
+        path = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/workloads?dryRun=All"
+        status, answer = self.cluster.api(path, refused_workload(NAMESPACE))
+        return status >= 400 and MIN_COUNT_REFUSAL in str(answer.get("message"))
 
     def _wait(self, predicate: Callable[[], bool], what: str) -> None:
         deadline = time.monotonic() + self.start_timeout

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,11 +43,16 @@ class Install:
     namespace: str
 
     def deployment(self) -> dict[str, Any]:
-        out = self.cluster.kubectl(
-            "get", "deployment", "-n", self.namespace,
-            "-l", f"app.kubernetes.io/instance={self.release}", "-o", "json",
-        )  # fmt: skip
-        items = json.loads(out.stdout)["items"]
+        # Read in this process: an operator's start reads it several times.
+        query = urllib.parse.urlencode(
+            {"labelSelector": f"app.kubernetes.io/instance={self.release}"}
+        )
+        code, found = self.cluster.api(
+            f"/apis/apps/v1/namespaces/{self.namespace}/deployments?{query}"
+        )
+        if code != 200:
+            raise ClusterError(f"listing the operator's Deployment: {code} {found.get('message')}")
+        items = found["items"]
         if len(items) != 1:
             raise ClusterError(f"expected one operator Deployment, found {len(items)}")
         deployment: dict[str, Any] = items[0]

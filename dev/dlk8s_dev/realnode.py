@@ -86,6 +86,7 @@ from typing import TYPE_CHECKING, Any
 from . import images as imagelib
 from . import nodeconfig, runs
 from . import nodehost as host
+from .goruntime import server_env
 from .leftovers import clean_dead_runs
 from .nodehost import HOST_LINK_RE, NODE_PREFIX, SERVICE_CIDR, NodeError
 from .nodeinit import PRIVATE_DIRS, READY_FILE
@@ -591,6 +592,7 @@ class RealNode:
                 stdin=subprocess.DEVNULL,
                 cwd=self.root,
                 start_new_session=True,
+                env=server_env(),
                 preexec_fn=self._holder_preexec(),
             )
         self._procs.append(_Proc(name, popen, log))
@@ -623,15 +625,8 @@ class RealNode:
         self._spawn("coredns", [str(bin_ / "coredns"), "-conf", str(r / "Corefile")])
 
     def _node_ready(self, cluster: LocalCluster) -> bool:
-        out = cluster.kubectl(
-            "get",
-            "node",
-            self.name,
-            "-o",
-            'jsonpath={.status.conditions[?(@.type=="Ready")].status}',
-            check=False,
-        )
-        return out.returncode == 0 and out.stdout.strip() == "True"
+        status, node = cluster.api(f"/api/v1/nodes/{self.name}")
+        return status == 200 and cluster.says_ready(node) is True
 
     def _dns_ready(self) -> bool:
         try:

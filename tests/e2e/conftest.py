@@ -116,9 +116,8 @@ def crds_installed(cluster: LocalCluster) -> Iterator[None]:
     Server-side with forced conflicts, because a helm release may already own
     the same CRDs with the same content; then they stay.
     """
-    absent = [
-        name for name in CRDS if cluster.kubectl("get", "crd", name, check=False).returncode != 0
-    ]
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    absent = [name for name in CRDS if cluster.api(f"{crds}/{name}")[0] != 200]
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
     cluster.kubectl(
         "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in CRDS)
