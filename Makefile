@@ -66,20 +66,18 @@ prepare: $(VENV)/.installed
 node-debs: ## the real node's Debian packages (containerd, runc, buildah, ...), as root
 	tools/install.sh node-debs
 
-# Three processes, one per group of tests/groups.py (the kwok modules, the
-# modules that train on the session's real node, and those that start
-# clusters of their own; each group runs whole in one process, by the
+# Four processes, one per group of tests/groups.py (the kwok modules in two
+# halves, the modules that train on the session's real node, and those that
+# start clusters of their own; each group runs whole in one process, by the
 # scheduler tests/conftest.py gives xdist for --dist loadgroup), the unit
 # tests wherever there is room. Measured warm on one 2-core machine, one run
-# each, both green: -n 3, pytest 1,233 s (the whole `make test` 1,326 s, load
-# 12 to 15); -n 2, pytest 1,583 s (1,719 s, load 6 to 7), as one process then
-# runs two groups one after the other (the groups' own times at -n 2: kwok
-# 873 s, real node 841 s, own clusters 701 s, unit 97 s). The suite is
-# CPU-bound at -n 3 (its wall time is about its work over two cores), so a
-# third process costs no more work and ends sooner; its tests judge what
-# they mean, not the wall clock, so the load does not fail them. On a quieter
-# machine of the same kind CI has taken 12 minutes.
-PYTEST_GROUPS := -n 3 --dist loadgroup
+# each, all green: -n 2, pytest 1,583 s (one process then runs two groups
+# one after the other); -n 3 (kwok whole), 1,110 to 1,212 s with the machine
+# 82 % busy: the kwok modules wait more than they work (alone they use half
+# a core), and while they wait and the other two groups do too, a core idles.
+# Its tests judge what they mean, not the wall clock, so the load does not
+# fail them.
+PYTEST_GROUPS := -n 4 --dist loadgroup
 
 .PHONY: e2e
 e2e: prepare ## end-to-end tests on the local control plane
