@@ -203,7 +203,12 @@ def show_kept_master(cluster: LocalCluster) -> None:
 
 def look_around_real(cluster: LocalCluster) -> str:
     assert cluster.node is not None
-    metrics = f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/dlk8s-metrics:8080/proxy/metrics"
+    # HTTPS with a token the API server allows `get` on /metrics (the
+    # admin's): the API server's service proxy would not pass a token on.
+    metrics = (
+        f"kubectl -n {OPERATOR_NAMESPACE} port-forward svc/dlk8s-metrics 8443 &\n"
+        f'  curl -sk -H "Authorization: Bearer {cluster.token}" https://localhost:8443/metrics'
+    )
     return f"""
 The TFJob trained on the real node and is Done. Look around in another terminal:
 
@@ -215,7 +220,7 @@ The TFJob trained on the real node and is Done. Look around in another terminal:
   kubectl -n {DEMO_NAMESPACE} get events --sort-by=.lastTimestamp
   kubectl -n {OPERATOR_NAMESPACE} get deploy,pods,lease   # the operator, in the cluster
   kubectl -n {OPERATOR_NAMESPACE} logs deploy/dlk8s       # its JSON log lines
-  kubectl get --raw {metrics} | grep ^dlk8s_
+  {metrics} | grep ^dlk8s_
   helm test dlk8s -n {OPERATOR_NAMESPACE}                 # the chart's smoke test, for real
   kubectl -n {DEMO_NAMESPACE} delete tfjobs.dlk8s.io {TRAIN_JOB}  # and train again:
   kubectl -n {DEMO_NAMESPACE} apply -k {TRAIN_EXAMPLE}
@@ -350,7 +355,8 @@ Everything succeeded. Look around in another terminal:
   kubectl describe tfjobs.dlk8s.io example-job    # conditions and events
   kubectl get pods,services -l dlk8s.io/job-name=example-job
   kubectl delete tfjobs.dlk8s.io example-job      # and the pods, services and ConfigMap go too
-  curl -s http://127.0.0.1:{operator.port}/metrics | grep ^dlk8s_
+  curl -s --cacert {operator.certs}/ca.crt -H "Authorization: Bearer {cluster.token}" \\
+    https://127.0.0.1:{operator.port}/metrics | grep ^dlk8s_   # docs/security.md
   tail -f {operator.log_path}
 """
 

@@ -11,9 +11,11 @@ Deployment runs it, from the image built here. Used by the end-to-end tests,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -27,6 +29,7 @@ from typing import Any
 import yaml
 
 from dlk8s_dev.localcluster import REPO_ROOT, ClusterError, LocalCluster, free_port
+from dlk8s_dev.nodepki import issue, make_ca
 
 CHART = REPO_ROOT / "charts" / "dlk8s"
 LOCAL_VALUES = REPO_ROOT / "values" / "local.yaml"
@@ -163,6 +166,24 @@ def operator_pods(install: Install) -> list[dict[str, Any]]:
     return sorted(pods, key=lambda p: str(p["metadata"]["creationTimestamp"]))
 
 
+def metrics_certs(cluster: LocalCluster) -> Path:
+    """tls.crt and tls.key for 127.0.0.1 and ca.crt that signed them, made
+    once per cluster: the local operators serve /metrics over TLS as the
+    chart's pod does, so the tests go through the real path."""
+    folder = cluster.workdir / "operators" / "metrics-pki"
+    if (folder / "tls.crt").exists():
+        return folder
+    making = folder.with_name(f"{folder.name}.{os.getpid()}")
+    making.mkdir(parents=True)
+    make_ca(making, "dlk8s-metrics-ca")
+    ext = "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+    issue(making, "tls", "/CN=127.0.0.1", ext, key="tls.key")
+    # Another process may have made them first: theirs serve as well.
+    with contextlib.suppress(OSError):
+        making.rename(folder)
+    return folder
+
+
 @dataclass
 class OperatorProcess:
     """`dlk8s-operator run` as a local process, configured like the chart's pod."""
@@ -174,7 +195,9 @@ class OperatorProcess:
     env: dict[str, str] = field(default_factory=dict)
     name: str = "operator"
     popen: subprocess.Popen[bytes] | None = field(init=False, default=None)
-    port: int = field(init=False, default=0)
+    port: int = field(init=False, default=0)  # /metrics, over TLS
+    probe_port: int = field(init=False, default=0)  # /healthz and /readyz
+    certs: Path = field(init=False, default=Path())  # ca.crt verifies the metrics port
 
     def __post_init__(self) -> None:
         if self.workdir is None:
@@ -193,12 +216,15 @@ class OperatorProcess:
         self.dir.mkdir(parents=True, exist_ok=True)
         kubeconfig = self.install.operator_kubeconfig(self.dir / f"{self.name}.kubeconfig")
         config = self.install.write_operator_config(self.dir / f"{self.name}-config")
-        self.port = free_port()
+        self.port, self.probe_port = free_port(), free_port()
+        self.certs = metrics_certs(self.install.cluster)
         env = {
             **os.environ,
             **self.install.operator_env(),
             "DLK8S_CONFIG_FILE": str(config),
             "DLK8S_METRICS_ADDR": f"127.0.0.1:{self.port}",
+            "DLK8S_METRICS_CERT_DIR": str(self.certs),
+            "DLK8S_PROBE_ADDR": f"127.0.0.1:{self.probe_port}",
             **self.env,
         }
         env.pop("KUBECONFIG", None)
@@ -218,9 +244,19 @@ class OperatorProcess:
         assert self.popen is not None
         return self.popen.pid
 
-    def get(self, path: str) -> tuple[int, str]:
+    def get(self, path: str, token: str | None = None) -> tuple[int, str]:
+        """GET `path`: /metrics over TLS with `token` (the cluster's admin
+        token by default, "" for none), the probes in plain HTTP on their port."""
+        if path.startswith("/metrics"):
+            url = f"https://127.0.0.1:{self.port}{path}"
+            token = self.install.cluster.token if token is None else token
+            context = ssl.create_default_context(cafile=str(self.certs / "ca.crt"))
+        else:
+            url, context = f"http://127.0.0.1:{self.probe_port}{path}", None
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+            request = urllib.request.Request(url, headers=headers)
+            with urllib.request.urlopen(request, timeout=5, context=context) as r:
                 return int(r.status), r.read().decode()
         except urllib.error.HTTPError as err:
             return int(err.code), err.read().decode()

@@ -40,6 +40,9 @@ GROUPS = {
     "deployments": "apps",
     "leases": "coordination.k8s.io",
     "priorityclasses": "scheduling.k8s.io",
+    # Who may read /metrics: the operator asks for each scraper (runtime.access).
+    "tokenreviews": "authentication.k8s.io",
+    "subjectaccessreviews": "authorization.k8s.io",
     # Kueue's, granted with kueue.enabled (test_kueue_jobs.py)
     **dict.fromkeys(
         ("workloads", "localqueues", "resourceflavors", "workloadpriorityclasses"),

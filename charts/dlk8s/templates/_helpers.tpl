@@ -194,6 +194,8 @@ wrong.
 --leader-election-namespace: the release namespace (not configurable)
 --leader-election-id: the release name (not configurable)
 --metrics-addr: metrics.port
+--metrics-cert-dir: metrics.tls (the chart mounts the certificate's Secret)
+--probe-addr: probes.port
 --autoscaler: autoscaler.enabled
 --no-autoscaler: autoscaler.enabled
 --kueue: kueue.enabled
@@ -245,4 +247,26 @@ Combinations that the schema cannot express, reported with what to do.
 {{- fail (printf "config.existingConfigMap (%q) and config.accelerators exclude each other: put the accelerators into your ConfigMap's controller_config_file.yaml" .Values.config.existingConfigMap) }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{/*
+The Secret of the metrics port's certificate (templates/metrics-tls.yaml).
+*/}}
+{{- define "dlk8s.metricsSecretName" -}}
+{{- printf "%s-metrics-tls" (include "dlk8s.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The name the metrics certificate is for, and the one the ServiceMonitor asks
+for: the metrics Service's in-cluster name.
+*/}}
+{{- define "dlk8s.metricsServerName" -}}
+{{- printf "%s-metrics.%s.svc" (include "dlk8s.fullname" .) .Release.Namespace }}
+{{- end }}
+
+{{/*
+Where the operator reads the metrics certificate (DLK8S_METRICS_CERT_DIR).
+*/}}
+{{- define "dlk8s.metricsCertDir" -}}
+/etc/dlk8s/metrics-certs
 {{- end }}

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Final, Literal
 
 from dlk8s.autoscaler.loop import DEFAULT_PERIOD, AutoscalerLoop
@@ -20,7 +21,8 @@ from dlk8s.autoscaler.manifests import COUNTS
 from dlk8s.autoscaler.plan import DEFAULT_MAX_LOAD, DEFAULT_RESERVE_AFTER
 from dlk8s.cli import convert, smoke
 from dlk8s.job.config import Admission, load_config
-from dlk8s.runtime import leader, logs, metrics
+from dlk8s.runtime import leader, logs, metrics, serving
+from dlk8s.runtime.access import MetricsAccess
 from dlk8s.runtime.client import Kube, load_api_client
 from dlk8s.runtime.clock import seconds_left
 from dlk8s.runtime.controller import API_PARALLELISM, WORKERS, Controller
@@ -193,8 +195,21 @@ RUN_FLAGS: Final = (
     RunFlag(
         "--metrics-addr",
         "METRICS_ADDR",
-        "127.0.0.1:8080",
-        "host:port for /metrics, /healthz and /readyz; empty disables",
+        "127.0.0.1:8443",
+        "host:port for /metrics over HTTPS, for callers the API server authenticates and"
+        " allows `get` on /metrics (docs/security.md); empty disables",
+    ),
+    RunFlag(
+        "--metrics-cert-dir",
+        "METRICS_CERT_DIR",
+        "/etc/dlk8s/metrics-certs",
+        "folder of the metrics certificate, tls.crt and tls.key (read again when they change)",
+    ),
+    RunFlag(
+        "--probe-addr",
+        "PROBE_ADDR",
+        "127.0.0.1:8081",
+        "host:port for /healthz and /readyz in plain HTTP; empty disables",
     ),
 )
 
@@ -279,9 +294,8 @@ def run(args: argparse.Namespace) -> int:
         )
         election = leader.Election(kube, lease, start, stop)
     health = Health(stop, controller, election)
-    server = None
-    if args.metrics_addr:
-        server = metrics.HealthServer(args.metrics_addr, health.ready, health.problems)
+    servers = _servers(args, kube, health)
+    for server in servers:
         server.start()
     metrics.register_jobs_collector(controller.count_jobs)
 
@@ -292,10 +306,24 @@ def run(args: argparse.Namespace) -> int:
 
     stop.wait()
     _stop_work(controller, autoscaler, election)
-    if server:
+    for server in servers:
         server.stop()
     log.info("stopped")
     return 1 if election is not None and election.lost else 0
+
+
+def _servers(
+    args: argparse.Namespace, kube: Kube, health: Health
+) -> list[serving.ProbeServer | serving.MetricsServer]:
+    """The probes' listener and the metrics' (either may be turned off)."""
+    servers: list[serving.ProbeServer | serving.MetricsServer] = []
+    if args.probe_addr:
+        servers.append(serving.ProbeServer(args.probe_addr, health.ready, health.checks))
+    if args.metrics_addr:
+        access = MetricsAccess(kube)
+        cert_dir = Path(args.metrics_cert_dir)
+        servers.append(serving.MetricsServer(args.metrics_addr, access.check, cert_dir))
+    return servers
 
 
 def _stop_work(

@@ -50,6 +50,9 @@ _BUILTIN: Final = (
     Resource("apps/v1", "Deployment", "deployments"),
     Resource("coordination.k8s.io/v1", "Lease", "leases"),
     Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
+    # Who may read /metrics (runtime.access): created, never stored.
+    Resource("authentication.k8s.io/v1", "TokenReview", "tokenreviews", namespaced=False),
+    Resource("authorization.k8s.io/v1", "SubjectAccessReview", "subjectaccessreviews", False),
     # Kueue's (docs/kueue.md): read and written only with --kueue.
     Resource(KUEUE_API_VERSION, "Workload", "workloads"),
     Resource(KUEUE_API_VERSION, "LocalQueue", "localqueues"),

@@ -249,11 +249,19 @@ class Controller:
         """What fills the caches (children first, then the jobs)."""
         return self.lifecycle.informers
 
+    def checks(self) -> dict[str, list[str]]:
+        """Why the controller can no longer do its work, by check ([] where
+        it can): an informer or worker thread that died, a pass that has run
+        far too long. /healthz fails on any, so the liveness probe restarts
+        the operator."""
+        return {
+            "informers": self.lifecycle.dead_informers(),
+            "workers": self.lifecycle.exited_workers(),
+            "passes": self.passes.stuck(),
+        }
+
     def problems(self) -> list[str]:
-        """Why the controller can no longer do its work ([] when it can): an
-        informer or worker thread that died, a pass that has run far too long.
-        /healthz fails on any, so the liveness probe restarts the operator."""
-        return self.lifecycle.problems() + self.passes.stuck()
+        return [found for check in self.checks().values() for found in check]
 
     def stop(self, timeout: float = 10) -> None:
         self.lifecycle.stop(timeout)

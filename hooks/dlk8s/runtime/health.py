@@ -7,6 +7,10 @@
   runs no informers yet and is alive while its election runs.
 - ready (/readyz): the caches are synced and the workers run, or this
   instance is a standby waiting for the lease; never while stopping.
+
+Each check has a name (informers, workers, passes, leader-election): the
+probe's answer names the checks that failed and nothing more, since the
+details name jobs and namespaces of every tenant; they go to the log.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ class Worker(Protocol):
     @property
     def synced(self) -> bool: ...
 
-    def problems(self) -> list[str]: ...
+    def checks(self) -> dict[str, list[str]]: ...
 
 
 class Candidate(Protocol):
@@ -36,19 +40,23 @@ class Health:
         stop: threading.Event,
         controller: Worker,
         election: Candidate | None = None,
-        extra: Callable[[], list[str]] = lambda: [],
+        extra: Callable[[], dict[str, list[str]]] = dict,
     ) -> None:
         self._stop = stop  # set once the process is stopping
         self._controller = controller
         self._election = election
-        self._extra = extra  # problems of other parts (e.g. the autoscaler)
+        self._extra = extra  # checks of other parts (e.g. the autoscaler)
+
+    def checks(self) -> dict[str, list[str]]:
+        """Each check by name, with why it fails ([] when it passes)."""
+        found = {} if self._election is None else {"leader-election": self._election.problems()}
+        if self._election is not None and self._election.standing_by:
+            return found
+        return found | self._controller.checks() | self._extra()
 
     def problems(self) -> list[str]:
         """Why the operator should be restarted; [] when it is healthy."""
-        found = [] if self._election is None else self._election.problems()
-        if self._election is not None and self._election.standing_by:
-            return found
-        return found + self._controller.problems() + self._extra()
+        return [problem for check in self.checks().values() for problem in check]
 
     def ready(self) -> bool:
         if self._stop.is_set():

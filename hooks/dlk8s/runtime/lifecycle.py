@@ -81,9 +81,12 @@ class Lifecycle:
         for informer in self.informers:
             informer.stop(seconds_left(deadline))
 
-    def problems(self) -> list[str]:
-        """An informer or worker thread that died while nobody stopped it."""
-        found = [f"the informer of {i.name} has stopped" for i in self.informers if not i.alive]
-        if not self.stopping.is_set():
-            found += [f"{t.name} has exited" for t in self._threads if not t.is_alive()]
-        return found
+    def dead_informers(self) -> list[str]:
+        """An informer thread that died while nobody stopped it."""
+        return [f"the informer of {i.name} has stopped" for i in self.informers if not i.alive]
+
+    def exited_workers(self) -> list[str]:
+        """A worker thread that returned while nobody stopped the controller."""
+        if self.stopping.is_set():
+            return []
+        return [f"{t.name} has exited" for t in self._threads if not t.is_alive()]

@@ -1,13 +1,11 @@
-"""Prometheus metrics and the /metrics, /healthz and /readyz endpoints."""
+"""Prometheus metrics (runtime.serving serves them)."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import REGISTRY, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -123,62 +121,6 @@ class JobsByState(Collector):
 
 def register_jobs_collector(count: Callable[[], dict[tuple[str, str], int]]) -> None:
     REGISTRY.register(JobsByState(count))
-
-
-class HealthServer:
-    """Serves /metrics, /healthz (alive: no problems) and /readyz (ready to
-    serve); see runtime.health for what they mean."""
-
-    def __init__(
-        self, address: str, ready: Callable[[], bool], problems: Callable[[], list[str]]
-    ) -> None:
-        host, _, port = address.rpartition(":")
-        handler = _handler(ready, problems)
-        self._server = ThreadingHTTPServer((host or "0.0.0.0", int(port)), handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="http", daemon=True)
-
-    @property
-    def port(self) -> int:
-        return int(self._server.server_address[1])
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
-def _handler(
-    ready: Callable[[], bool], problems: Callable[[], list[str]]
-) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path == "/metrics":
-                self._reply(200, generate_latest(REGISTRY), CONTENT_TYPE_LATEST)
-            elif self.path == "/healthz":
-                found = problems()
-                self._probe(not found, "".join(f"{p}\n" for p in found))
-            elif self.path == "/readyz":
-                self._probe(ready(), "not ready\n")
-            else:
-                self._reply(404, b"not found\n", "text/plain")
-
-        def _probe(self, ok: bool, why: str) -> None:
-            body = b"ok\n" if ok else why.encode()
-            self._reply(200 if ok else 503, body, "text/plain")
-
-        def _reply(self, code: int, body: bytes, content_type: str) -> None:
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass  # probes every few seconds would drown the operator's own log
-
-    return Handler
 
 
 # --- the autoscaler's (dlk8s.autoscaler.loop) ------------------------------------

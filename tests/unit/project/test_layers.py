@@ -174,8 +174,8 @@ RUNTIME_TIERS = (
     # leaves: data, clocks, locks and counters, no other runtime module
     {"apiresources", "clock", "errors", "expectations", "health", "logs", "metrics"}
     | {"ownwrites", "passes", "workqueue"},
-    {"client", "events", "leader"},  # the API calls
-    {"executor", "informer"},  # built on the calls
+    {"client", "events", "leader", "serving"},  # the API calls, and the listeners
+    {"access", "executor", "informer"},  # built on the calls
     {"childindex", "lifecycle", "queueing"},  # what the controller keeps, over the informers
     {"childevents"},
     {"controller"},

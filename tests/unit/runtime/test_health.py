@@ -2,7 +2,7 @@
 thread or a wedged worker fails /healthz; /readyz waits for synced caches,
 counts a standby as ready, and turns false while stopping.
 
-The endpoints are served for real (runtime.metrics.HealthServer on
+The endpoints are served for real (runtime.serving.ProbeServer on
 127.0.0.1); the controller runs over fakes of our own client wrapper.
 """
 
@@ -20,7 +20,7 @@ from dlk8s.runtime.client import Listing
 from dlk8s.runtime.controller import Controller, JobKey
 from dlk8s.runtime.health import Health
 from dlk8s.runtime.informer import ADDED, Cache, Informer
-from dlk8s.runtime.metrics import HealthServer
+from dlk8s.runtime.serving import ProbeServer
 
 from ..support.fakes import RecordingKube, ScriptedListWatch, ScriptedStream, event, pod
 from ..support.health import probe
@@ -31,10 +31,10 @@ PODS = resource_for("v1", "Pod")
 
 @pytest.fixture
 def served() -> Iterator[Any]:
-    servers: list[HealthServer] = []
+    servers: list[ProbeServer] = []
 
-    def serve(health: Health) -> HealthServer:
-        server = HealthServer("127.0.0.1:0", health.ready, health.problems)
+    def serve(health: Health) -> ProbeServer:
+        server = ProbeServer("127.0.0.1:0", health.ready, health.checks)
         server.start()
         servers.append(server)
         return server
@@ -68,7 +68,9 @@ def test_healthz_fails_once_an_informer_thread_has_died(served: Any) -> None:
             time.sleep(0.01)
         code, body = probe(server, "/healthz")
         assert code == 503
-        assert "the informer of pods has stopped" in body
+        assert "[-]informers failed: reason withheld" in body
+        assert "pods" not in body  # what failed, not which: the detail goes to the log
+        assert "the informer of pods has stopped" in controller.problems()
     finally:
         controller.stop(timeout=2)
 
@@ -103,7 +105,9 @@ def test_healthz_fails_while_a_pass_runs_far_too_long(served: Any) -> None:
         time.sleep(0.5)
         code, body = probe(server, "/healthz")
         assert code == 503
-        assert "a pass of TFJob/ns/example-job has run for" in body
+        assert "[-]passes failed: reason withheld" in body
+        assert "example-job" not in body
+        assert any("a pass of TFJob/ns/example-job has run for" in p for p in controller.problems())
         kube.release.set()
         deadline = time.monotonic() + 5
         while probe(server, "/healthz")[0] != 200 and time.monotonic() < deadline:
@@ -124,15 +128,17 @@ def test_healthz_fails_once_a_worker_has_exited(served: Any) -> None:
         time.sleep(0.02)
     code, body = probe(server, "/healthz")
     assert code == 503
-    assert "worker-0 has exited" in body
+    assert "[-]workers failed: reason withheld\n" in body
+    assert "[+]informers ok\n" in body
+    assert "worker-0 has exited" in controller.problems()
 
 
 class FakeController:
     def __init__(self) -> None:
         self.synced = False
 
-    def problems(self) -> list[str]:
-        return ["the informer of pods has stopped"]
+    def checks(self) -> dict[str, list[str]]:
+        return {"informers": ["the informer of pods has stopped"]}
 
 
 class FakeElection:

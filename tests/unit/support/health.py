@@ -1,4 +1,4 @@
-"""Asking the operator's health endpoints (runtime.metrics.HealthServer) what a
+"""Asking the operator's health endpoints (runtime.serving.ProbeServer) what a
 kubelet's probe would get."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import urllib.error
 import urllib.request
 
-from dlk8s.runtime.metrics import HealthServer
+from dlk8s.runtime.serving import ProbeServer
 
 
-def probe(server: HealthServer, path: str) -> tuple[int, str]:
+def probe(server: ProbeServer, path: str) -> tuple[int, str]:
     """The status code and body of GET `path`: a failing probe's too."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=5) as r:

@@ -1,0 +1,117 @@
+"""The operator's listeners (runtime.serving), served for real on 127.0.0.1:
+/metrics only over TLS and only with the authorizer's 200, idle connections
+dropped, and a metrics port held by idle clients leaves the probes alone."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dlk8s.runtime import serving
+from dlk8s.runtime.serving import MetricsServer, ProbeServer, healthz
+
+
+@pytest.fixture(scope="module")
+def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("certs")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+         "-nodes", "-keyout", "tls.key", "-out", "tls.crt", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1"],
+        cwd=folder, check=True, capture_output=True,
+    )  # fmt: skip
+    return folder
+
+
+def authorize(header: str | None, path: str, verb: str) -> int:
+    assert (path, verb) == ("/metrics", "get")
+    return {"Bearer good": 200, "Bearer other": 403}.get(header or "", 401)
+
+
+@pytest.fixture
+def servers(cert_dir: Path) -> Iterator[tuple[MetricsServer, ProbeServer]]:
+    metrics = MetricsServer("127.0.0.1:0", authorize, cert_dir)
+    probes = ProbeServer("127.0.0.1:0", lambda: True, lambda: {"informers": []})
+    metrics.start()
+    probes.start()
+    yield metrics, probes
+    metrics.stop()
+    probes.stop()
+
+
+def get(url: str, token: str = "", cafile: Path | None = None) -> tuple[int, str]:
+    context = ssl.create_default_context(cafile=str(cafile)) if cafile else None
+    request = urllib.request.Request(url, headers={"Authorization": token} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=5, context=context) as r:
+            return int(r.status), r.read().decode()
+    except urllib.error.HTTPError as err:
+        return int(err.code), err.read().decode()
+
+
+def test_metrics_answer_over_tls_to_whom_the_authorizer_allows(
+    servers: tuple[MetricsServer, ProbeServer], cert_dir: Path
+) -> None:
+    metrics, _ = servers
+    url = f"https://127.0.0.1:{metrics.port}/metrics"
+    ca = cert_dir / "tls.crt"
+    assert get(url, cafile=ca) == (401, "Unauthorized\n")
+    assert get(url, "Bearer other", ca) == (403, "Forbidden\n")
+    code, body = get(url, "Bearer good", ca)
+    assert code == 200
+    assert "dlk8s_api_requests_total" in body
+    # No plain HTTP on the metrics port: the handshake fails, the server hangs up.
+    with pytest.raises((http.client.HTTPException, ConnectionResetError)):
+        get(f"http://127.0.0.1:{metrics.port}/metrics", "Bearer good")
+
+
+def test_healthz_names_what_failed_and_nothing_more() -> None:
+    assert healthz({"informers": [], "workers": []}) == (200, b"ok\n")
+    code, body = healthz({"informers": ["the informer of pods in team-a has stopped"]})
+    assert code == 503
+    assert body == b"[-]informers failed: reason withheld\nhealthz check failed\n"
+
+
+def test_an_idle_connection_is_dropped(
+    servers: tuple[MetricsServer, ProbeServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(serving, "IO_TIMEOUT", 0.5)
+    metrics, _ = servers
+    with socket.create_connection(("127.0.0.1", metrics.port)) as idle:
+        idle.settimeout(5)
+        started = time.monotonic()
+        assert idle.recv(1) == b""  # closed by the server, not by our timeout
+        assert time.monotonic() - started < 3
+
+
+def test_idle_connections_on_the_metrics_port_leave_the_probes_alone(
+    servers: tuple[MetricsServer, ProbeServer],
+) -> None:
+    metrics, probes = servers
+    idle = [socket.create_connection(("127.0.0.1", metrics.port)) for _ in range(200)]
+    try:
+        answers = []
+        threads = [
+            threading.Thread(
+                target=lambda: answers.append(get(f"http://127.0.0.1:{probes.port}/healthz"))
+            )
+            for _ in range(5)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(5)
+        assert answers == [(200, "ok\n")] * 5
+    finally:
+        for conn in idle:
+            conn.close()
