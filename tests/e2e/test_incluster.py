@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from .helpers import CRDS, get_json, get_or_none, wait_for_phase, wait_until
 HELMS = ("helm4", "helm3")
 # Where the smoke TFJob's image and every job's pods here come from.
 BASE_IMAGE = "localhost/dlk8s/base:local"
+SCRAPER = "scraper"  # the ServiceAccount that may read the operator's metrics
 PRINT_TASK = "import json, os; print('task', json.loads(os.environ['TF_CONFIG'])['task'])"
 
 
@@ -49,7 +50,15 @@ def installed(request: pytest.FixtureRequest, real_cluster: LocalCluster) -> Ite
         namespace=namespace,
         helm=helm,
         # One replica with its Lease, as a user turns it on for fast hand-over.
-        sets=("cloud=gke", "operator.leaderElection.enabled=true"),
+        sets=(
+            "cloud=gke",
+            "operator.leaderElection.enabled=true",
+            # The chart binds its metrics-reader ClusterRole to this one
+            # (test_metrics_answer_through_the_service_from_another_pod).
+            "metrics.readers[0].kind=ServiceAccount",
+            f"metrics.readers[0].name={SCRAPER}",
+            f"metrics.readers[0].namespace={namespace}",
+        ),
     )
     try:
         yield HelmInstall(install.cluster, install.release, install.namespace, helm)
@@ -65,9 +74,17 @@ def the_operator_pod(install: Install) -> dict[str, Any]:
     return pods[0]
 
 
-def run_pod(cluster: LocalCluster, namespace: str, name: str, code: str) -> str:
-    """Run ``python3 -c code`` in a pod of the base image; its log once it succeeded."""
-    pod = {
+def run_pod(
+    cluster: LocalCluster,
+    namespace: str,
+    name: str,
+    code: str,
+    mounts: Sequence[dict[str, Any]] = (),
+    **spec: Any,
+) -> str:
+    """Run ``python3 -c code`` in a pod of the base image (`spec` added to
+    its spec, `mounts` to its container); its log once it succeeded."""
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace},
@@ -79,10 +96,12 @@ def run_pod(cluster: LocalCluster, namespace: str, name: str, code: str) -> str:
                     "name": "main",
                     "image": BASE_IMAGE,
                     "command": ["python3", "-u", "-c", textwrap.dedent(code)],
+                    "volumeMounts": list(mounts),
                 }
             ],
         },
     }
+    pod["spec"].update(spec)
     cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
     phase = wait_until(
         lambda: (
@@ -152,23 +171,40 @@ def test_the_leader_lease_is_held_by_the_operator_pod(installed: HelmInstall) ->
 
 
 def test_metrics_answer_through_the_service_from_another_pod(installed: HelmInstall) -> None:
+    """Over HTTPS (the chart's certificate, for the Service's name), to the
+    ServiceAccount the chart's metrics-reader role is bound to; without a
+    token the same request is refused."""
+    cluster, namespace = installed.cluster, installed.namespace
     service = f"{installed.release}-metrics"
-    port = get_json(installed.cluster, "service", service, "-n", installed.namespace)["spec"][
-        "ports"
-    ][0]["port"]
+    port = get_json(cluster, "service", service, "-n", namespace)["spec"]["ports"][0]["port"]
+    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SCRAPER}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(account))
+    secret = f"{installed.release}-metrics-tls"
+    ca = {"secret": {"secretName": secret, "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
     out = run_pod(
-        installed.cluster,
-        installed.namespace,
+        cluster,
+        namespace,
         "scraper",
         f"""
-        import urllib.request
-        url = "http://{service}.{installed.namespace}.svc:{port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as r:
+        import ssl, urllib.error, urllib.request
+        url = "https://{service}.{namespace}.svc:{port}/metrics"
+        tls = ssl.create_default_context(cafile="/ca/ca.crt")
+        token = open("/var/run/secrets/kubernetes.io/serviceaccount/token").read()
+        try:
+            urllib.request.urlopen(url, timeout=10, context=tls)
+        except urllib.error.HTTPError as err:
+            print("without a token:", err.code)
+        asked = urllib.request.Request(url, headers={{"Authorization": "Bearer " + token}})
+        with urllib.request.urlopen(asked, timeout=10, context=tls) as r:
             for line in r.read().decode().splitlines():
                 if line.startswith(("dlk8s_leader", "dlk8s_workqueue_depth")):
                     print(line)
         """,
+        mounts=[{"name": "ca", "mountPath": "/ca", "readOnly": True}],
+        serviceAccountName=SCRAPER,
+        volumes=[{"name": "ca", **ca}],
     )
+    assert "without a token: 401" in out, out
     assert "dlk8s_leader 1.0" in out, out
     assert "dlk8s_workqueue_depth" in out, out
 
