@@ -302,8 +302,9 @@ class Kind:
     # admit in part (a Workload podSet's minCount). None: a fixed size.
     elastic: Callable[[Obj], ElasticRole | None] = _not_elastic
     # The deciding pods end as one group (torchrun's agents): once one has
-    # succeeded, the training is done, and one that fails after it (an
-    # agent that came to a finished group) does not undo that.
+    # succeeded, the training is done, and one that fails as the group
+    # finishes (an agent that came to a finishing group) does not undo that
+    # (reconcile.verdicts, GROUP_SETTLE_SECONDS).
     ends_as_group: bool = False
 
     def deciding_role(self, replicas: Sequence[Replica]) -> str | None:

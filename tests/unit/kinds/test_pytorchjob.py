@@ -20,6 +20,7 @@ import pytest
 
 from dlk8s.job import naming
 from dlk8s.job.config import parse_config
+from dlk8s.job.reconcile import verdicts
 
 from ..support.crd_schema import job_problems
 from ..support.malformed import check_every_mutation, check_every_running_mutation
@@ -392,14 +393,42 @@ def test_a_worker_that_fails_after_the_group_finished_does_not_undo_its_success(
     assert (result.status["state"], result.status["reason"]) == ("Succeeded", "Succeeded")
     message = condition_message(result.status, "Succeeded")
     assert message.startswith("all 2 WORKER pods succeeded"), message
-    assert "not counted, as they ended after the group had finished: WORKER 2" in message
+    assert "not counted, as they ended as the group finished: WORKER 2" in message
     assert "pod j-worker-2, container pytorch exited with code 1" in message
 
 
-def test_a_worker_that_failed_before_another_succeeded_still_fails_the_job() -> None:
+def test_a_newcomer_that_fails_as_the_group_finishes_waits_for_the_others() -> None:
+    """Seen on the real node under load: the newcomer's exit 1 is reported
+    before the others' 0, while they still show as running."""
+    world = running(elastic(3, 1, 3))
+    world.exit("j-worker-2", 1, container="pytorch")
+    result = world.step()
+    assert result.status["state"] == "Running", result.status  # its group still runs
+    world.later(3)
+    world.exit("j-worker-0", 0, container="pytorch")
+    world.exit("j-worker-1", 0, container="pytorch")
+    world.later(verdicts.SETTLE_SECONDS)
+    result = world.step()
+    assert (result.status["state"], result.status["reason"]) == ("Succeeded", "Succeeded")
+    message = condition_message(result.status, "Succeeded")
+    assert "not counted, as they ended as the group finished: WORKER 2" in message
+
+
+def test_a_worker_that_fails_while_its_group_runs_on_fails_the_job_after_the_wait() -> None:
+    world = running(elastic(3, 1, 3))
+    world.exit("j-worker-2", 1, container="pytorch")
+    world.later(verdicts.GROUP_SETTLE_SECONDS - 1)
+    assert world.step().status["state"] == "Running"
+    world.later(1)
+    result = world.step()
+    assert (result.status["state"], result.status["reason"]) == ("Failed", "ReplicaFailed")
+
+
+def test_a_worker_that_failed_well_before_another_succeeded_still_fails_the_job() -> None:
     world = running(elastic(2, 1, 3))
     done = world.now - timedelta(seconds=10)
-    world.exit("j-worker-1", 1, at=done - timedelta(seconds=1), container="pytorch")
+    gap = timedelta(seconds=verdicts.GROUP_SETTLE_SECONDS + 1)
+    world.exit("j-worker-1", 1, at=done - gap, container="pytorch")
     world.exit("j-worker-0", 0, at=done, container="pytorch")
     result = world.step()
     assert (result.status["state"], result.status["reason"]) == ("Failed", "ReplicaFailed")
@@ -409,6 +438,8 @@ def test_without_a_master_a_worker_exit_1_fails_the_job() -> None:
     world = running(elastic(2, 1, 3))
     retried(world, "j-worker-0", 137, "pytorch")
     world.exit("j-worker-1", 1, container="pytorch")
+    world.step()
+    world.later(verdicts.GROUP_SETTLE_SECONDS)  # what WORKER 0, running, may still say
     result = world.step()
     assert (result.status["state"], result.status["reason"]) == ("Failed", "ReplicaFailed")
 

@@ -2,8 +2,10 @@
 
 In this order:
 - for a kind whose deciding pods end as one group (PyTorchJob's WORKERs
-  without a MASTER), those that failed after one of them had succeeded
-  came to a finished group and are left out of what follows;
+  without a MASTER), those that failed after one of them had succeeded, or
+  up to GROUP_SETTLE_SECONDS before, came to a group as it finished and
+  are left out of what follows; a failure while others of the group still
+  run waits that long for them first;
 - the deciding replica has succeeded: the success policy says what that
   is, once the others' ends have had SETTLE_SECONDS to be reported (so
   that a failure names every replica that failed, too). NoFailedReplicas
@@ -44,6 +46,15 @@ WORKER: Final = "WORKER"
 # on the others, but its message names those that failed, and must not
 # miss one that is merely reported late.
 SETTLE_SECONDS: Final = 5.0
+# How long a failed deciding pod of a group-ending kind waits for the rest
+# of its group, while any of it still runs, and how long before the group's
+# first success a failure still counts as coming to a finishing group: an
+# agent started as the group finishes (an elastic job grown at its very
+# end) finds the rendezvous closing and exits 1 a moment before the others'
+# successes are reported (seen on the real node under load: the newcomer's
+# exit recorded first, the others' 0 after it). A member that really
+# crashed leaves its job Failed this much later.
+GROUP_SETTLE_SECONDS: Final = 15.0
 # A message names this many failed replicas at most, then counts the rest.
 NAMED: Final = 10
 
@@ -56,8 +67,9 @@ def verdict(
     activeDeadlineSeconds runs out, and until the ends of its other pods
     have had their time to be reported."""
     left, settling = deadline_wait(ctx.job), settle_wait(ctx, views)
-    timers = ([] if left is None else [left]) + ([settling] if settling else [])
-    return _decide(ctx, views, lost, failed, left, settling), timers
+    holding = group_wait(ctx, views)
+    timers = [t for t in (left, settling or None, holding or None) if t is not None]
+    return _decide(ctx, views, lost, failed, left, settling, holding), timers
 
 
 def _decide(
@@ -67,6 +79,7 @@ def _decide(
     failed: Sequence[Obj],
     left: float | None,
     settling: float,
+    holding: float,
 ) -> Verdict | None:
     job = ctx.job
     deciders = [v for v in views if v.slot.role == ctx.deciding_role]
@@ -81,6 +94,8 @@ def _decide(
             return _with_late(success, late)
     for view in views:
         if view.decision == Decision.FAIL_JOB:
+            if holding and view.slot.role == ctx.deciding_role:
+                continue  # its group may yet finish (group_wait)
             return _failure(view)
     deadline = job.policy.active_deadline_seconds
     if deadline is not None and left == 0:
@@ -125,9 +140,10 @@ def _success(
 
 def late_to_the_group(ctx: JobContext, deciders: Sequence[SlotView]) -> list[SlotView]:
     """Deciding pods of a kind whose deciders end as one group that failed
-    (for good, or to be recreated) after one of them had succeeded: an
-    elastic job grown at its very end starts an agent that finds the
-    rendezvous closed, or its host gone, and exits 1."""
+    (for good, or to be recreated) after one of them had succeeded, or at
+    most GROUP_SETTLE_SECONDS before: an elastic job grown at its very end
+    starts an agent that finds the rendezvous closing, or its host gone,
+    and exits 1."""
     if not ctx.kind.ends_as_group:
         return []
     done = [
@@ -137,7 +153,7 @@ def late_to_the_group(ctx: JobContext, deciders: Sequence[SlotView]) -> list[Slo
     ]
     if not done:
         return []
-    first = min(done)
+    first = later(min(done), -GROUP_SETTLE_SECONDS)
     return [
         v
         for v in deciders
@@ -162,9 +178,7 @@ def _with_late(verdict: Verdict, late: Sequence[SlotView]) -> Verdict:
         return verdict
     named = ", ".join(f"{v.label} (pod {v.slot.name}, {v.detail})" for v in late[:NAMED])
     more = f" and {len(late) - NAMED} more" if len(late) > NAMED else ""
-    message = (
-        f"{verdict.message}; not counted, as they ended after the group had finished: {named}{more}"
-    )
+    message = f"{verdict.message}; not counted, as they ended as the group finished: {named}{more}"
     return Verdict(verdict.state, verdict.reason, message)
 
 
@@ -184,6 +198,25 @@ def settle_wait(ctx: JobContext, views: Sequence[SlotView]) -> float:
     if not ended:
         return 0.0
     return max(0.0, (later(max(ended), SETTLE_SECONDS) - job.now).total_seconds())
+
+
+def group_wait(ctx: JobContext, views: Sequence[SlotView]) -> float:
+    """Seconds a failed deciding pod of a group-ending kind still waits for
+    the others of its group that run (0: nothing to wait for)."""
+    if not ctx.kind.ends_as_group:
+        return 0.0
+    deciders = [v for v in views if v.slot.role == ctx.deciding_role]
+    if not any(v.outcome is not None and v.outcome.phase == RUNNING for v in deciders):
+        return 0.0
+    failed = [
+        v.outcome.finished_at
+        for v in deciders
+        if v.decision == Decision.FAIL_JOB and v.outcome and v.outcome.finished_at
+    ]
+    if not failed:
+        return 0.0
+    until = later(min(failed), GROUP_SETTLE_SECONDS)
+    return max(0.0, (until - ctx.job.now).total_seconds())
 
 
 def listing(failed: Sequence[Obj]) -> str:
