@@ -69,11 +69,16 @@ def test_too_many_gpus_stays_pending(cluster: LocalCluster, namespace: str) -> N
         )["items"]
         return any(e["reason"] == "FailedScheduling" for e in events)
 
+    def scheduling_verdict() -> list[dict[str, object]]:
+        pod = get_json(cluster, "pod", "greedy", "-n", namespace)
+        assert pod["status"]["phase"] == "Pending"
+        conditions = pod["status"].get("conditions") or []
+        return [c for c in conditions if c["type"] == "PodScheduled"]
+
     wait_until(failed_scheduling, what="a FailedScheduling event")
-    pod = get_json(cluster, "pod", "greedy", "-n", namespace)
-    assert pod["status"]["phase"] == "Pending"
-    scheduled = [c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled"]
-    assert scheduled
+    # The scheduler sends the event and patches the pod's condition each on
+    # its own: under load the event has been seen first.
+    scheduled = wait_until(scheduling_verdict, what="the pod's PodScheduled condition")
     assert scheduled[0]["status"] == "False"
     assert scheduled[0]["reason"] == "Unschedulable"
     assert "nvidia.com/gpu" in scheduled[0]["message"]
