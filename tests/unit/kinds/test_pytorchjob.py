@@ -404,6 +404,7 @@ def test_a_newcomer_that_fails_as_the_group_finishes_waits_for_the_others() -> N
     world.exit("j-worker-2", 1, container="pytorch")
     result = world.step()
     assert result.status["state"] == "Running", result.status  # its group still runs
+    assert creates(result, "Pod") == []  # and no replacement meanwhile
     world.later(3)
     world.exit("j-worker-0", 0, container="pytorch")
     world.exit("j-worker-1", 0, container="pytorch")
