@@ -74,9 +74,11 @@ node-debs: ## the real node's Debian packages (containerd, runc, buildah, ...), 
 # each, all green: -n 2, pytest 1,583 s (one process then runs two groups
 # one after the other); -n 3 (kwok whole), 1,110 to 1,212 s with the machine
 # 82 % busy: the kwok modules wait more than they work (alone they use half
-# a core), and while they wait and the other two groups do too, a core idles.
-# Its tests judge what they mean, not the wall clock, so the load does not
-# fail them.
+# a core), and while they wait and the other two groups do too, a core idles;
+# -n 4, 1,006 and 1,127 s (the whole run 1,172 and 1,260 s), the kwok halves
+# done by 700 s and the real node and own-cluster groups (about 1,100 s
+# each) the long poles. Its tests judge what they mean, not the wall clock,
+# so the load does not fail them.
 PYTEST_GROUPS := -n 4 --dist loadgroup
 
 .PHONY: e2e
