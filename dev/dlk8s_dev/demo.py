@@ -140,11 +140,12 @@ def job_status(cluster: LocalCluster, namespace: str, name: str) -> dict[str, An
     return status
 
 
-def pods_with(cluster: LocalCluster, namespace: str, selector: str) -> list[dict[str, Any]] | None:
-    """The pods with these labels; None when the API server did not answer."""
+def pods_with(cluster: LocalCluster, namespace: str, selector: str) -> list[dict[str, Any]]:
+    """The pods with these labels; none while the API server does not answer
+    (the watch looks again a second later)."""
     query = urllib.parse.urlencode({"labelSelector": selector})
     code, pods = cluster.api(f"/api/v1/namespaces/{namespace}/pods?{query}")
-    return list(pods.get("items") or []) if code == 200 else None
+    return list(pods.get("items") or []) if code == 200 else []
 
 
 def _pod_states(pods: list[dict[str, Any]]) -> list[tuple[str, ...]]:
@@ -174,7 +175,7 @@ def watch_training(cluster: LocalCluster, timeout: float, run: Run) -> bool:
                 table = cluster.kubectl("get", "tfjob", TRAIN_JOB, "-n", DEMO_NAMESPACE).stdout
                 print(table.rstrip(), flush=True)
                 shown_job = job_state
-            pods = pods_with(cluster, DEMO_NAMESPACE, selector) or []
+            pods = pods_with(cluster, DEMO_NAMESPACE, selector)
             if pods and _pod_states(pods) != shown_pods:
                 table = cluster.kubectl(
                     "get", "pods", "-n", DEMO_NAMESPACE, "-l", selector, "-o", "wide"
@@ -305,7 +306,7 @@ def run_real(cluster: LocalCluster, args: argparse.Namespace, run: Run) -> int:
 def finish_masters(cluster: LocalCluster, after: str, done: threading.Event, run: Run) -> None:
     """Play the training code: every master that runs exits 0 `after` later."""
     while not done.wait(1) and not run.stopping.is_set():
-        for pod in pods_with(cluster, JOBS_NAMESPACE, "dlk8s.io/replica-type=master") or []:
+        for pod in pods_with(cluster, JOBS_NAMESPACE, "dlk8s.io/replica-type=master"):
             annotations = pod["metadata"].get("annotations") or {}
             if pod["status"].get("phase") == "Running" and EXIT_CODE_ANNOTATION not in annotations:
                 cluster.kubectl(

@@ -343,7 +343,9 @@ class LocalCluster:
     def api(self, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
         """GET `path` (POST `body` to it) as the admin, in this process: the
         answer's status (0: no answer) and JSON. The waits poll with it, five
-        times a second: a kubectl run costs a tenth of a CPU-second."""
+        times a second: a kubectl run costs a tenth of a CPU-second. urllib,
+        as the /readyz check: the kubernetes client (api_client) is the
+        tests', loaded only when one asks for it."""
         return _https_json(f"{self.server}{path}", self.token, self.ca_file, body)
 
     def helm(self, *args: str, helm: str = "helm4", **kw: Any) -> subprocess.CompletedProcess[str]:

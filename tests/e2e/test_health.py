@@ -82,7 +82,8 @@ def test_healthz_fails_within_a_probe_period_of_a_dead_informer(
         "/healthz to fail",
     )
     print(f"\n/healthz failed {time.monotonic() - died:.1f}s after the informer died")
-    # What failed, not which namespace's: that is in controller.problems (the log).
+    # What failed, not which namespace's: that is in the check's reasons (the log).
     assert "[-]informers failed: reason withheld" in body
     assert namespace not in body
-    assert f"the informer of configmaps in {namespace} has stopped" in controller.problems()
+    stopped = f"the informer of configmaps in {namespace} has stopped"
+    assert stopped in controller.checks()["informers"]

@@ -260,9 +260,6 @@ class Controller:
             "passes": self.passes.stuck(),
         }
 
-    def problems(self) -> list[str]:
-        return [found for check in self.checks().values() for found in check]
-
     def stop(self, timeout: float = 10) -> None:
         self.lifecycle.stop(timeout)
         self._pool.shutdown(wait=False, cancel_futures=True)

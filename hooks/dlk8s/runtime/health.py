@@ -54,10 +54,6 @@ class Health:
             return found
         return found | self._controller.checks() | self._extra()
 
-    def problems(self) -> list[str]:
-        """Why the operator should be restarted; [] when it is healthy."""
-        return [problem for check in self.checks().values() for problem in check]
-
     def ready(self) -> bool:
         if self._stop.is_set():
             return False

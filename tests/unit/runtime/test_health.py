@@ -23,7 +23,7 @@ from dlk8s.runtime.informer import ADDED, Cache, Informer
 from dlk8s.runtime.serving import ProbeServer
 
 from ..support.fakes import RecordingKube, ScriptedListWatch, ScriptedStream, event, pod
-from ..support.health import probe
+from ..support.health import failing, probe
 from ..support.worlds import CONFIG, tfjob
 
 PODS = resource_for("v1", "Pod")
@@ -70,7 +70,7 @@ def test_healthz_fails_once_an_informer_thread_has_died(served: Any) -> None:
         assert code == 503
         assert "[-]informers failed: reason withheld" in body
         assert "pods" not in body  # what failed, not which: the detail goes to the log
-        assert "the informer of pods has stopped" in controller.problems()
+        assert "the informer of pods has stopped" in failing(controller.checks())
     finally:
         controller.stop(timeout=2)
 
@@ -107,7 +107,8 @@ def test_healthz_fails_while_a_pass_runs_far_too_long(served: Any) -> None:
         assert code == 503
         assert "[-]passes failed: reason withheld" in body
         assert "example-job" not in body
-        assert any("a pass of TFJob/ns/example-job has run for" in p for p in controller.problems())
+        stuck = failing(controller.checks())
+        assert any("a pass of TFJob/ns/example-job has run for" in p for p in stuck)
         kube.release.set()
         deadline = time.monotonic() + 5
         while probe(server, "/healthz")[0] != 200 and time.monotonic() < deadline:
@@ -130,7 +131,7 @@ def test_healthz_fails_once_a_worker_has_exited(served: Any) -> None:
     assert code == 503
     assert "[-]workers failed: reason withheld\n" in body
     assert "[+]informers ok\n" in body
-    assert "worker-0 has exited" in controller.problems()
+    assert "worker-0 has exited" in failing(controller.checks())
 
 
 class FakeController:
@@ -163,6 +164,6 @@ def test_readyz_waits_for_the_caches_and_turns_false_when_stopping() -> None:
 def test_a_standby_is_ready_and_healthy_without_running_informers() -> None:
     health = Health(threading.Event(), FakeController(), FakeElection(standing_by=True))
     assert health.ready()
-    assert health.problems() == []
+    assert failing(health.checks()) == []
     leader = Health(threading.Event(), FakeController(), FakeElection(standing_by=False))
-    assert leader.problems() == ["the informer of pods has stopped"]
+    assert failing(leader.checks()) == ["the informer of pods has stopped"]

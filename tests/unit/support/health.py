@@ -16,3 +16,8 @@ def probe(server: ProbeServer, path: str) -> tuple[int, str]:
             return int(r.status), r.read().decode()
     except urllib.error.HTTPError as err:
         return int(err.code), err.read().decode()
+
+
+def failing(checks: dict[str, list[str]]) -> list[str]:
+    """Every reason of every failed check, as the operator's log has them."""
+    return [reason for reasons in checks.values() for reason in reasons]
