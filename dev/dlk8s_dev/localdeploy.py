@@ -287,11 +287,28 @@ class OperatorProcess:
         try:
             return self.popen.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            stacks = _stacks(self.popen.pid)
             self.popen.kill()
             self.popen.wait()
-            raise
+            raise ClusterError(
+                f"{self.name} did not stop within {timeout}s of SIGTERM; its threads:\n"
+                f"{stacks}\nits log:\n{self.tail()}"
+            ) from None
 
     def kill(self) -> None:
         if self.popen is not None and self.popen.poll() is None:
             self.popen.kill()
             self.popen.wait()
+
+
+def _stacks(pid: int) -> str:
+    """Every thread's stack, read from outside (py-spy, a dev dependency):
+    what a process that will not stop is waiting for."""
+    spy = Path(sys.executable).with_name("py-spy")
+    try:
+        done = subprocess.run(
+            [str(spy), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"(py-spy could not read them: {err})"
+    return done.stdout or done.stderr

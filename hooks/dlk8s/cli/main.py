@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, NoReturn
 
 from dlk8s.autoscaler.loop import DEFAULT_PERIOD, AutoscalerLoop
 from dlk8s.autoscaler.manifests import COUNTS
@@ -277,7 +277,7 @@ def _controller_and_autoscaler(
     return controller, autoscaler
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> NoReturn:
     kube = Kube(load_api_client(args.kubeconfig, pool_size=args.api_parallelism + 8))
     controller, autoscaler = _controller_and_autoscaler(kube, args)
     stop = _stop_on_signals()
@@ -305,11 +305,26 @@ def run(args: argparse.Namespace) -> int:
         start()
 
     stop.wait()
+    began = time.monotonic()
     _stop_work(controller, autoscaler, election)
     for server in servers:
         server.stop()
-    log.info("stopped")
-    return 1 if election is not None and election.lost else 0
+    log.info("stopped", extra={"duration": round(time.monotonic() - began, 1)})
+    _leave(1 if election is not None and election.lost else 0)
+
+
+def _leave(code: int) -> NoReturn:
+    """Exit now, without the interpreter's join of the API pool's threads.
+
+    The work has stopped and the lease is handed back, but a call the
+    stopped controller no longer waits for may still be in flight, and
+    concurrent.futures would wait for each at exit, up to the client's
+    timeout: past the kubelet's SIGKILL, after another instance leads.
+    """
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _servers(
@@ -356,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logs.setup(args.log_level)
     if args.command == "run":
-        return run(args)
+        run(args)
     if args.command == "convert":
         return convert.run(args)
     return smoke.run(args)

@@ -114,3 +114,18 @@ def test_idle_connections_on_the_metrics_port_leave_the_probes_alone(
     finally:
         for conn in idle:
             conn.close()
+
+
+def test_stop_does_not_wait_for_a_client_that_says_nothing(cert_dir: Path) -> None:
+    # The default IO_TIMEOUT (10 s) holds the connection's thread far longer
+    # than this test: were stop() to join it (socketserver joins the threads
+    # that are not daemons), the server would have dropped the connection by
+    # the time stop() returned.
+    probes = ProbeServer("127.0.0.1:0", lambda: True, lambda: {})
+    probes.start()
+    with socket.create_connection(("127.0.0.1", probes.port)) as half:
+        half.sendall(b"GET /healthz HTTP/1.1\r\n")  # and never the blank line
+        probes.stop()
+        half.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            half.recv(1)  # nothing to read, and no end of stream: still open
