@@ -25,7 +25,6 @@ from .helpers import (
     wait_for_pods,
     wait_for_replacement,
     wait_for_services,
-    wait_for_state,
     wait_until,
 )
 
@@ -85,8 +84,9 @@ def test_seed_example_makes_pods_services_variables_and_labels(
 
     # The counts trail the state by a pass (pod events are batched for a second).
     wait_until(lambda: counts() == expected, timeout=30, what=f"replicaStatuses {expected}")
-    status = wait_for_state(cluster, namespace, "MXJob", "mx-test-dist", "Running")
-    assert status["phase"] == "Running"
+    # state Running spans phases Creating and Running: wait for the phase.
+    status = wait_for_phase(cluster, namespace, "MXJob", "mx-test-dist", "Running")
+    assert status["state"] == "Running"
 
 
 def test_gpu_example_gets_the_driver_on_its_worker(cluster: LocalCluster, namespace: str) -> None:

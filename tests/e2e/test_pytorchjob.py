@@ -89,8 +89,9 @@ def test_kubeflow_job_makes_pods_services_and_kubeflows_variables(
         assert labels["dlk8s.io/job-kind"] == "pytorchjob"
         owner = pods[name]["metadata"]["ownerReferences"][0]
         assert (owner["kind"], owner["name"], owner["controller"]) == ("PyTorchJob", DDP, True)
-    status = wait_for_state(cluster, namespace, "PyTorchJob", DDP, "Running")
-    assert status["phase"] == "Running"
+    # state Running spans phases Creating and Running: wait for the phase.
+    status = wait_for_phase(cluster, namespace, "PyTorchJob", DDP, "Running")
+    assert status["state"] == "Running"
 
 
 def test_master_exit_0_succeeds_and_kubeflows_clean_pod_policy_keeps_the_worker(

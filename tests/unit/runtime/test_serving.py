@@ -125,6 +125,10 @@ def test_stop_does_not_wait_for_a_client_that_says_nothing(cert_dir: Path) -> No
     probes.start()
     with socket.create_connection(("127.0.0.1", probes.port)) as half:
         half.sendall(b"GET /healthz HTTP/1.1\r\n")  # and never the blank line
+        # Connections are accepted in the order they came: once a later one
+        # is answered, `half` is in a thread of its own (closing the
+        # listener before would reset it with the backlog).
+        assert get(f"http://127.0.0.1:{probes.port}/healthz")[0] == 200
         probes.stop()
         half.setblocking(False)
         with pytest.raises(BlockingIOError):
