@@ -253,3 +253,18 @@ CRDS = (
     "paddlejobs.dlk8s.io",
     "pytorchjobs.dlk8s.io",
 )
+
+
+@contextmanager
+def without_binding(cluster: LocalCluster, name: str) -> Iterator[None]:
+    """A ValidatingAdmissionPolicyBinding of the chart taken away for a
+    while, as a cluster admin might, so that what the operator holds on its
+    own shows; put back as it was."""
+    binding = get_json(cluster, "validatingadmissionpolicybinding", name)
+    cluster.kubectl("delete", "validatingadmissionpolicybinding", name)
+    try:
+        yield
+    finally:
+        kept = {k: binding["metadata"][k] for k in ("name", "labels", "annotations")}
+        binding["metadata"] = {k: v for k, v in kept.items() if v}
+        cluster.kubectl("create", "-f", "-", input=json.dumps(binding))

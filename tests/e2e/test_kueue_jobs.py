@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -33,6 +32,7 @@ from .helpers import (
     temporary_namespace,
     wait_for_state,
     wait_until,
+    without_binding,
 )
 from .queues import cluster_queue_spec, is_true, kueue_cluster, kueue_object
 from .test_rbac import granted, used
@@ -371,22 +371,6 @@ def queue_label(cluster: LocalCluster, namespace: str, job: str) -> str | None:
     return label
 
 
-@contextmanager
-def without_the_queue_policy(cluster: LocalCluster, operator: OperatorProcess) -> Iterator[None]:
-    """The chart's ValidatingAdmissionPolicyBinding taken away for a while,
-    as a cluster admin might, so that what the operator holds on its own shows."""
-    install = operator.install
-    name = f"{install.release}-{install.namespace}-fixed-queue"
-    binding = get_json(cluster, "validatingadmissionpolicybinding", name)
-    cluster.kubectl("delete", "validatingadmissionpolicybinding", name)
-    try:
-        yield
-    finally:
-        kept = {k: binding["metadata"][k] for k in ("name", "labels", "annotations")}
-        binding["metadata"] = {k: v for k, v in kept.items() if v}
-        cluster.kubectl("create", "-f", "-", input=json.dumps(binding))
-
-
 def test_an_admitted_jobs_queue_is_fixed_and_it_leaves_when_preempted_whatever_its_label(
     cluster: LocalCluster, namespace: str, flavors: None, operator: OperatorProcess
 ) -> None:
@@ -410,7 +394,8 @@ def test_an_admitted_jobs_queue_is_fixed_and_it_leaves_when_preempted_whatever_i
         assert refused.returncode != 0, f"{change} was let through"
         assert "cannot change once Kueue has admitted the job" in refused.stderr, refused.stderr
     assert queue_label(cluster, namespace, "leaver") == queue
-    with without_the_queue_policy(cluster, operator):
+    install = operator.install
+    with without_binding(cluster, f"{install.release}-{install.namespace}-fixed-queue"):
         # The API server drops a deleted binding a moment later.
         wait_until(
             lambda: (

@@ -41,6 +41,7 @@ from .helpers import (
     pods_of,
     services_of,
     wait_until,
+    without_binding,
 )
 
 NODES = (
@@ -387,6 +388,21 @@ def test_a_starving_job_has_a_node_kept_and_newcomers_wait_behind_the_gate(
     # Passes come every 2 s; past reserve_after (4 s) small starves too, and
     # still may not take the room kept for the older big.
     holds_for(12, gated_and_unscheduled, "small's gate")
+
+    # Nor may its owner push it in with a count of their own: the chart's
+    # policy refuses it, and without the policy the count admits nothing.
+    def annotate() -> Any:
+        count = "dlk8s.io/trainers=1"
+        return cluster.kubectl("annotate", "paddlejob/small", "-n", NAMESPACE, count, check=False)
+
+    refused = annotate()
+    assert refused.returncode != 0, "a count set by hand was let through"
+    assert "are the autoscaler's" in refused.stderr, refused.stderr
+    install = operator.install
+    with without_binding(cluster, f"{install.release}-{install.namespace}-autoscaler-counts"):
+        # The API server drops a deleted binding a moment later.
+        wait_until(lambda: annotate().returncode == 0, timeout=60, what="a count set by hand")
+        holds_for(8, gated_and_unscheduled, "small's gate under a count set by hand")
     # Room freed: big starts, nothing starves, small is admitted and runs
     # (and may grow at once into what big leaves: its count is no check).
     cluster.kubectl("delete", "paddlejob", "hog", "-n", NAMESPACE, "--wait=false")

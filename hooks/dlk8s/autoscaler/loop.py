@@ -31,8 +31,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Final
 
+from dlk8s.autoscaler.cluster import ElasticJob, Pod
 from dlk8s.autoscaler.manifests import (
     COUNTS,
     job_from_manifest,
@@ -144,15 +146,31 @@ class AutoscalerLoop:
 
     def current_jobs(self) -> list[dict[str, Any]]:
         listed = self.jobs()
-        self._written.keep_only((job.get("metadata") or {}).get("uid", "") for job in listed)
+        uids = {(job.get("metadata") or {}).get("uid", "") for job in listed}
+        self._written.keep_only(uids)
+        self.admission.given &= uids
         return [self._written.current(job) for job in listed]
+
+    def elastic_jobs(self, pods: list[Pod]) -> list[ElasticJob]:
+        """The elastic jobs as the planner sees them. A job whose pods wait
+        behind our gate is admitted only if this process gave it its count:
+        one written by anyone else (or before a restart) is no admission."""
+        gated = {pod.owner_uid for pod in pods if pod.gated}
+        jobs = [e for e in map(job_from_manifest, self.current_jobs()) if e is not None]
+        return [
+            replace(e, admitted=False)
+            if e.uid in gated and not self.admission.admitted(e.uid)
+            else e
+            for e in jobs
+        ]
 
     def run_once(self) -> Plan:
         started = time.monotonic()
-        elastic = [e for e in map(job_from_manifest, self.current_jobs()) if e is not None]
+        pods = self._pods.cache.list()
+        elastic = self.elastic_jobs(pods)
         result = plan(
             self._nodes.cache.list(),
-            self._pods.cache.list(),
+            pods,
             elastic,
             self.max_load,
             now=time.time(),
@@ -196,6 +214,9 @@ class AutoscalerLoop:
                 "annotations": names.annotations(change.new, change.reason),
             }
         }
+        # Given before the write: the reconciler's pass that the write sets
+        # off must find the job admitted.
+        self.admission.given.add(change.uid)
         try:
             updated = self.kube.patch(API_VERSION, change.kind, namespace, name, patch)
         except ApiError as err:

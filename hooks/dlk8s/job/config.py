@@ -51,11 +51,20 @@ class Admission:
     behind kinds.elastic.ADMISSION_GATE until the autoscaler gives its job
     a trainer count, so that kube-scheduler cannot hand the kept room to a
     younger job's pods. Open, trainers are scheduled at once. A bool is
-    read and written whole under the GIL, so no lock.
+    read and written whole under the GIL, so is a set's membership: no lock.
     """
 
     def __init__(self) -> None:
         self.closed = False
+        # The jobs (uids) whose count this process's autoscaler has written:
+        # only such a count admits a job. Anyone who may edit a job may write
+        # the annotation too (the chart's policy refuses it; a cluster may
+        # not run it), and that must lift no gate. Not kept across restarts:
+        # the autoscaler's next pass admits a gated job again.
+        self.given: set[str] = set()
+
+    def admitted(self, uid: str) -> bool:
+        return uid in self.given
 
 
 class ConfigError(ValueError):

@@ -142,7 +142,7 @@ def test_a_paddlejob_admitted_through_the_gate() -> None:
     world = CheckedPaddle(edl_example(), config=replace(PADDLE_CONFIG, admission=admission))
     world.settle()
     gated = world.pod("example-trainer-0")["spec"]["schedulingGates"]
-    world.scale(2, "admitted at 2 trainers")
+    world.autoscale(2, "2: admitted at 2 trainers")
     world.settle()
     assert (gated, world.pod("example-trainer-0")["spec"]["schedulingGates"]) == (
         [{"name": "dlk8s.io/admission"}],

@@ -375,12 +375,29 @@ def test_trainers_wait_behind_the_gate_only_while_the_autoscaler_keeps_nodes() -
     world.pod("example-trainer-1")["spec"]["schedulingGates"].insert(0, {"name": "other"})
     world.settle()
     assert gates(world.pod("example-trainer-0")) == ["dlk8s.io/admission"]
-    world.scale(2, "admitted at 2 trainers")
+    world.autoscale(2, "2: admitted at 2 trainers")
     world.settle()
     assert {n: gates(world.pod(n)) for n in trainers(world)} == {
         "example-trainer-0": [],
         "example-trainer-1": ["other"],
     }
+
+
+def test_a_count_written_by_anyone_but_the_autoscaler_admits_nothing() -> None:
+    admission = Admission()
+    admission.closed = True
+    world = PaddleWorld(edl_example(), config=replace(CONFIG, admission=admission))
+    world.settle()
+    # A user's count, even one that looks like the autoscaler's, lifts no
+    # gate; nor does it open the way for trainers created after it.
+    world.scale(3, "3: admitted at 3 trainers")
+    world.settle()
+    assert {n: gates(world.pod(n)) for n in trainers(world)} == {
+        f"example-trainer-{i}": ["dlk8s.io/admission"] for i in range(3)
+    }
+    world.autoscale(3, "3: admitted at 3 trainers")
+    world.settle()
+    assert [gates(world.pod(n)) for n in trainers(world)] == [[], [], []]
 
 
 def test_without_the_autoscaler_a_gate_left_from_a_run_with_it_is_lifted() -> None:

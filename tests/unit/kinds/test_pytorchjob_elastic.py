@@ -41,10 +41,17 @@ class TorchWorld(PaddleWorld):
     autoscaler's annotations of an elastic PyTorchJob."""
 
     def scale(self, count: object, reason: str | None = None) -> None:
+        """The count annotation, as anyone who may edit the job writes it."""
         annotations = self.job["metadata"].setdefault("annotations", {})
         annotations["dlk8s.io/workers"] = str(count)
         if reason is not None:
             annotations["dlk8s.io/workers-reason"] = reason
+
+    def autoscale(self, count: int, reason: str) -> None:
+        """The count, as the autoscaler of the operator's process gives it."""
+        assert self.config.admission is not None
+        self.config.admission.given.add(self.job["metadata"]["uid"])
+        self.scale(count, reason)
 
 
 def running(job: dict[str, Any], config: Any = CONFIG) -> TorchWorld:
@@ -161,14 +168,14 @@ def test_workers_wait_behind_the_gate_only_while_the_autoscaler_keeps_nodes() ->
     world.pod("j-worker-1")["spec"]["schedulingGates"].insert(0, {"name": "other"})
     world.settle()
     assert gates(world.pod("j-worker-0")) == ["dlk8s.io/admission"]
-    world.scale(2, "2: admitted at 2 workers")
+    world.autoscale(2, "2: admitted at 2 workers")
     world.settle()
     assert {n: gates(world.pod(n)) for n in workers(world)} == {
         "j-worker-0": [],
         "j-worker-1": ["other"],
     }
     # Admitted, the job's new WORKERs are never gated again.
-    world.scale(3)
+    world.autoscale(3, "3: room for more")
     world.settle()
     assert gates(world.pod("j-worker-2")) == []
 
@@ -183,10 +190,19 @@ def test_no_gate_while_nodes_are_not_kept_or_for_a_job_that_cannot_move() -> Non
     fixed = TorchWorld(ptjob({"WORKER": 2}, low=2, high=2), config=config)
     fixed.settle()
     assert [gates(fixed.pod(n)) for n in workers(fixed)] == [[], []]
-    asked = TorchWorld(ptjob({"WORKER": 2}), config=config)
-    asked.scale(2)
-    asked.settle()
-    assert [gates(asked.pod(n)) for n in workers(asked)] == [[], []]
+    admitted = TorchWorld(ptjob({"WORKER": 2}), config=config)
+    admitted.autoscale(2, "2: admitted at 2 workers")
+    admitted.settle()
+    assert [gates(admitted.pod(n)) for n in workers(admitted)] == [[], []]
+
+
+def test_a_count_set_by_hand_lifts_no_gate() -> None:
+    admission = Admission()
+    admission.closed = True
+    world = TorchWorld(ptjob({"WORKER": 2}), config=replace(CONFIG, admission=admission))
+    world.scale(2, "2: admitted at 2 workers")  # a user's, worded as the autoscaler's
+    world.settle()
+    assert [gates(world.pod(n)) for n in workers(world)] == [["dlk8s.io/admission"]] * 2
 
 
 def test_without_the_autoscaler_a_gate_left_from_a_run_with_it_is_lifted() -> None:

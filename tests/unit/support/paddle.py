@@ -98,10 +98,17 @@ class PaddleWorld(World):
                 pod["spec"].update(action.patch.get("spec", {}))
 
     def scale(self, count: object, reason: str | None = None) -> None:
+        """The count annotation, as anyone who may edit the job writes it."""
         annotations = self.job["metadata"].setdefault("annotations", {})
         annotations["dlk8s.io/trainers"] = str(count)
         if reason is not None:
             annotations["dlk8s.io/trainers-reason"] = reason
+
+    def autoscale(self, count: int, reason: str) -> None:
+        """The count, as the autoscaler of the operator's process gives it."""
+        assert self.config.admission is not None
+        self.config.admission.given.add(self.job["metadata"]["uid"])
+        self.scale(count, reason)
 
     def exit(self, name: str, code: int, at: Any = None, container: str = "paddle") -> None:
         super().exit(name, code, at, container)

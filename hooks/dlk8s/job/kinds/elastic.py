@@ -18,8 +18,9 @@ from dlk8s.job.objects import Obj, as_list, dig, is_int, show
 MAX_REASON: Final = 1000
 SHOWN_REASON: Final = 300
 # A pod of the scaled role created while the autoscaler keeps nodes for a
-# starving job carries this scheduling gate until its job has a count (the
-# autoscaler's admission, or a user's): see config.Admission.
+# starving job carries this scheduling gate until the autoscaler gives its
+# job a count (its admission; a count written by anyone else is no
+# admission): see config.Admission.
 ADMISSION_GATE: Final = "dlk8s.io/admission"
 SCALE_FIELDS: Final = ("lastScaleTime", "lastScaleReason")
 _FINISHED: Final = ("Succeeded", "Failed")
@@ -108,12 +109,17 @@ def is_admission_gate(gate: object) -> bool:
     return isinstance(gate, dict) and gate.get("name") == ADMISSION_GATE
 
 
-def awaits_admission(ctx: JobContext, elastic: bool, requested: int | None) -> bool:
+def awaits_admission(ctx: JobContext, elastic: bool) -> bool:
     """New pods of the scaled role are to wait behind ADMISSION_GATE: the
-    autoscaler keeps nodes for a starving job, and this elastic job has no
-    count yet."""
+    autoscaler keeps nodes for a starving job, and has given this elastic
+    job no count (a count its annotation carries may be anyone's)."""
     admission = ctx.config.admission
-    return admission is not None and admission.closed and elastic and requested is None
+    return (
+        admission is not None
+        and admission.closed
+        and elastic
+        and not admission.admitted(ctx.job.uid)
+    )
 
 
 def add_gate(pod: Obj) -> None:
@@ -123,11 +129,12 @@ def add_gate(pod: Obj) -> None:
     ]
 
 
-def may_lift_gate(ctx: JobContext, requested: int | None) -> bool:
-    """Once the job has a count, its pods go to the scheduler. Without the
-    autoscaler nothing would ever admit the job: a gate left from a run
-    with it goes too."""
-    return ctx.config.admission is None or requested is not None
+def may_lift_gate(ctx: JobContext) -> bool:
+    """Once the autoscaler has given the job a count, its pods go to the
+    scheduler. Without the autoscaler nothing would ever admit the job: a
+    gate left from a run with it goes too."""
+    admission = ctx.config.admission
+    return admission is None or admission.admitted(ctx.job.uid)
 
 
 def gates_left(pod: Obj) -> list[object] | None:

@@ -30,7 +30,6 @@ from dlk8s.job.kinds.paddle_spec import (
     TRAINER,
     fault_tolerant,
     is_elastic,
-    requested_trainers,
     trainer_count,
 )
 from dlk8s.job.kinds.paddle_templates import merge_template, role_template
@@ -253,4 +252,4 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
 
 def awaits_admission(ctx: JobContext) -> bool:
     """New trainers of this job are to wait behind elastic.ADMISSION_GATE."""
-    return gated(ctx, is_elastic(ctx.job.raw), requested_trainers(ctx.job.raw))
+    return gated(ctx, is_elastic(ctx.job.raw))

@@ -22,7 +22,6 @@ from dlk8s.job.kinds.paddle_spec import (
     PSERVER,
     TRAINER,
     TRAINERS,
-    requested_trainers,
     trainer_bounds,
     trainer_count,
     validate,
@@ -40,7 +39,7 @@ def update_children(ctx: JobContext) -> list[Action]:
     value = str(count)
     actions = scaled_event(ctx, "trainers", count, REASON_SCALED, TRAINERS)
     wanted = {r.role.lower(): r.replicas for r in ctx.replicas}
-    lift = may_lift_gate(ctx, requested_trainers(ctx.job.raw))
+    lift = may_lift_gate(ctx)
     for pod in ctx.job.children.pods:
         if (
             pod.key is None

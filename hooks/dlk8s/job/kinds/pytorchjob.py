@@ -15,7 +15,7 @@ does (the job succeeds when all of them have).
 An elastic job whose minReplicas is below maxReplicas is sized by the
 autoscaler, as a PaddleJob's trainers are (kinds.elastic): the annotation
 dlk8s.io/workers asks for the WORKER count, new WORKERs wait behind the
-admission gate while the autoscaler keeps nodes and the job has no count,
+admission gate while the autoscaler keeps nodes and has given the job no count,
 and status.workers shows the count it runs.
 """
 
@@ -340,9 +340,7 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
         add_env_defaults(container, (("PYTHONUNBUFFERED", "1"),))
         if elastic:
             add_env_defaults(container, ELASTIC_DEFAULTS)
-    if slot.role == WORKER and awaits_admission(
-        ctx, is_autoscaled(ctx.job.raw), WORKERS.requested(ctx.job.raw)
-    ):
+    if slot.role == WORKER and awaits_admission(ctx, is_autoscaled(ctx.job.raw)):
         add_gate(pod)
     return pod
 
@@ -361,11 +359,11 @@ def status_fields(job: Obj, previous: Obj, now: str) -> Obj:
 
 def update_children(ctx: JobContext) -> list[Action]:
     """An event per change of the WORKER count; the admission gate lifted
-    once the job has a count."""
+    once the autoscaler has given the job a count."""
     if worker_bounds(ctx.job.raw) is None:
         return []
     actions = scaled_event(ctx, "workers", ctx.pod_count(WORKER), REASON_SCALED, WORKERS)
-    if may_lift_gate(ctx, WORKERS.requested(ctx.job.raw)):
+    if may_lift_gate(ctx):
         actions += lift_gates(ctx, WORKER)
     return actions
 
