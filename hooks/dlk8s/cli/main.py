@@ -34,6 +34,8 @@ log = logging.getLogger("dlk8s")
 # before the lease is released anyway (release itself takes a few seconds
 # more at worst): within the 30 s the kubelet waits before its SIGKILL.
 WORK_STOP_SECONDS: Final = 10.0
+# How often the main thread wakes to run a signal handler (until_stopped).
+SIGNAL_POLL_SECONDS: Final = 0.5
 
 
 def _env(name: str, default: str = "") -> str:
@@ -280,7 +282,7 @@ def _controller_and_autoscaler(
 def run(args: argparse.Namespace) -> NoReturn:
     kube = Kube(load_api_client(args.kubeconfig, pool_size=args.api_parallelism + 8))
     controller, autoscaler = _controller_and_autoscaler(kube, args)
-    stop = _stop_on_signals()
+    stop = stop_on_signals()
 
     def start() -> None:
         controller.start()
@@ -304,7 +306,7 @@ def run(args: argparse.Namespace) -> NoReturn:
     else:
         start()
 
-    stop.wait()
+    until_stopped(stop)
     began = time.monotonic()
     _stop_work(controller, autoscaler, election)
     for server in servers:
@@ -355,7 +357,19 @@ def _stop_work(
         election.release()
 
 
-def _stop_on_signals() -> threading.Event:
+def until_stopped(stop: threading.Event) -> None:
+    """Wait for `stop` in the main thread, waking now and then.
+
+    The kernel hands a process's SIGTERM to any of its threads, and CPython
+    runs the handler in the main thread only once that thread runs again:
+    blocked in an untimed wait, it never does, and the signal waits with it
+    (seen: an operator that ignored SIGTERM until the kubelet's SIGKILL).
+    """
+    while not stop.wait(SIGNAL_POLL_SECONDS):
+        pass
+
+
+def stop_on_signals() -> threading.Event:
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
