@@ -48,8 +48,10 @@ def namespace(cluster: LocalCluster) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def install(cluster: LocalCluster) -> Install:
-    """The chart, installed once per session with helm 4 and cloud=gke."""
-    return install_chart(cluster)
+    """The chart, installed once per session with helm 4 and cloud=gke, and
+    every job given its NetworkPolicy (inert under kwok, but checked by the
+    API server and granted by the chart's RBAC like any other child)."""
+    return install_chart(cluster, sets=("cloud=gke", "networkPolicy.enabled=true"))
 
 
 @pytest.fixture(scope="session")

@@ -12,12 +12,14 @@ requests by verb and resource (dlk8s_api_requests_total) is read.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
 import pytest
 
 from dlk8s.job.naming import grpc_server_configmap_name, tensorboard_name
+from dlk8s.job.network import network_policy_name
 from dlk8s_dev.localcluster import LocalCluster
 from dlk8s_dev.localdeploy import Install, OperatorProcess
 
@@ -38,6 +40,8 @@ Permission = tuple[str, str]
 JOB_KINDS = ("tfjobs", "mxjobs", "caffe2jobs", "paddlejobs", "pytorchjobs")
 GROUPS = {
     "deployments": "apps",
+    # Each job's, with networkPolicy.enabled (the session's install sets it).
+    "networkpolicies": "networking.k8s.io",
     "leases": "coordination.k8s.io",
     "priorityclasses": "scheduling.k8s.io",
     # Who may read /metrics: the operator asks for each scraper (runtime.access).
@@ -137,6 +141,13 @@ def every_path(cluster: LocalCluster, namespace: str) -> None:
         ["create", "deployment", tensorboard_name("taken"), "--image=x"],
     ):
         cluster.kubectl(*argv, "-n", namespace)
+    stranger = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": network_policy_name("taken")},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    }
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(stranger))
     taken = job_manifest(
         "TFJob", "taken", {"MASTER": 1}, "tensorflow", tensorboard={"logDir": "/l"}
     )
@@ -157,10 +168,13 @@ def test_the_operator_is_granted_exactly_what_it_uses(
     every_path(cluster, namespace)
     wait_until(
         lambda: (
-            {("pods", "patch"), ("events", "patch"), ("services", "get")} <= used(busy_operator)
+            {("pods", "patch"), ("events", "patch"), ("services", "get")}
+            | {("networkpolicies.networking.k8s.io", "get")}
+            <= used(busy_operator)
         ),
         60,
-        "the trainer count patched on pods, a repeated event and a look at a taken Service",
+        "the trainer count patched on pods, a repeated event, a look at a taken Service"
+        " and at a taken NetworkPolicy",
     )
     cluster.kubectl("create", "serviceaccount", "bare", "-n", namespace)
     baseline = granted(cluster, f"system:serviceaccount:{namespace}:bare", install.namespace)

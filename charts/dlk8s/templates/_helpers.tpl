@@ -270,3 +270,19 @@ Where the operator reads the metrics certificate (DLK8S_METRICS_CERT_DIR).
 {{- define "dlk8s.metricsCertDir" -}}
 /etc/dlk8s/metrics-certs
 {{- end }}
+
+{{/*
+"true" when jobs get NetworkPolicies: networkPolicy.enabled, or with null
+whether a DaemonSet of a known enforcer runs in the cluster.
+*/}}
+{{- define "dlk8s.networkPolicies" -}}
+{{- if kindIs "bool" .Values.networkPolicy.enabled }}
+{{- .Values.networkPolicy.enabled | toString }}
+{{- else }}
+{{- $found := false }}
+{{- range (lookup "apps/v1" "DaemonSet" "" "").items | default list }}
+{{- if has .metadata.name $.Values.networkPolicy.enforcers }}{{ $found = true }}{{ end }}
+{{- end }}
+{{- $found | toString }}
+{{- end }}
+{{- end }}

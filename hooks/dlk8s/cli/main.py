@@ -157,6 +157,15 @@ RUN_FLAGS: Final = (
         "optional",
     ),
     RunFlag(
+        "--network-policies",
+        "NETWORK_POLICIES",
+        "false",
+        "give each job a NetworkPolicy: its pods take connections from its own pods only"
+        " (alone, or =true/false; docs/security.md)",
+        _truthy,
+        "optional",
+    ),
+    RunFlag(
         "--autoscaler",
         "AUTOSCALER",
         "true",
@@ -257,7 +266,11 @@ def _controller_and_autoscaler(
     admission = Admission() if args.autoscaler else None
     controller = Controller.watching(
         kube,
-        replace(load_config(args.config_file), admission=admission),
+        replace(
+            load_config(args.config_file),
+            admission=admission,
+            network_policies=args.network_policies,
+        ),
         namespace=args.namespace or None,
         kueue=args.kueue,
         workers=args.workers,

@@ -102,6 +102,10 @@ class ControllerConfig:
     # then grpc_server_error says why (reported only when a job needs it).
     grpc_server_script: str = ""
     grpc_server_error: str = _NO_SCRIPT
+    # Give each job a NetworkPolicy (job.network; `--network-policies`, the
+    # chart's networkPolicy.enabled): a flag, not a config file value, as it
+    # needs RBAC on NetworkPolicies and a watch of them.
+    network_policies: bool = False
     # Set when the autoscaler runs beside the controller (see Admission).
     # Not a chart value: it follows the autoscaler, which alone admits jobs.
     admission: Admission | None = field(default=None, compare=False)

@@ -102,6 +102,8 @@ class Observed:
     services: Sequence[Obj] = ()
     configmaps: Sequence[Obj] = ()
     deployments: Sequence[Obj] = ()
+    # The job's NetworkPolicies; always empty without --network-policies.
+    networkpolicies: Sequence[Obj] = ()
     # The last state of pods deleted lately whose name no pod holds again
     # (the runtime's tombstones): a pod evicted between two passes is gone
     # before a pass sees it, and only its last state says it was disrupted.
@@ -145,6 +147,7 @@ class Children:
     deployments: tuple[ChildView, ...]
     gone: tuple[ChildView, ...] = ()  # Observed.gone: pods deleted lately, their last state
     workloads: tuple[ChildView, ...] = ()  # Observed.workloads: Kueue's, for this job
+    networkpolicies: tuple[ChildView, ...] = ()  # Observed.networkpolicies
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ _BUILTIN: Final = (
     Resource("v1", "Event", "events"),
     Resource("v1", "Node", "nodes", namespaced=False),
     Resource("apps/v1", "Deployment", "deployments"),
+    Resource("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"),
     Resource("coordination.k8s.io/v1", "Lease", "leases"),
     Resource("scheduling.k8s.io/v1", "PriorityClass", "priorityclasses", namespaced=False),
     # Who may read /metrics (runtime.access): created, never stored.
@@ -87,7 +88,11 @@ CHILD_RESOURCES: Final[Mapping[str, Resource]] = MappingProxyType(
 KUEUE_CHILD_RESOURCES: Final[Mapping[str, Resource]] = MappingProxyType(
     {"workloads": resource_for(KUEUE_API_VERSION, "Workload")}
 )
+# The jobs' NetworkPolicies (job.network): watched with --network-policies only.
+NETWORK_CHILD_RESOURCES: Final[Mapping[str, Resource]] = MappingProxyType(
+    {"networkpolicies": resource_for("networking.k8s.io/v1", "NetworkPolicy")}
+)
 # Every group of children a job's Observed holds, watched or not.
 OWNED_RESOURCES: Final[Mapping[str, Resource]] = MappingProxyType(
-    {**CHILD_RESOURCES, **KUEUE_CHILD_RESOURCES}
+    {**CHILD_RESOURCES, **KUEUE_CHILD_RESOURCES, **NETWORK_CHILD_RESOURCES}
 )

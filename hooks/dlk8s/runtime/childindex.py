@@ -109,6 +109,7 @@ class ChildIndex:
                 deployments=found.get("deployments", []),
                 gone=gone,
                 workloads=found.get("workloads", []),
+                networkpolicies=found.get("networkpolicies", []),
             )
 
     def forget(self, uid: str) -> None:

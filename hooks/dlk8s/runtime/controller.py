@@ -30,7 +30,13 @@ from dlk8s.job.reconcile import Result, reconcile
 from dlk8s.job.reconcile.refused import after_refusals
 from dlk8s.job.urgency import Urgency
 from dlk8s.runtime import logs, metrics
-from dlk8s.runtime.apiresources import CHILD_RESOURCES, JOB_RESOURCES, KUEUE_CHILD_RESOURCES
+from dlk8s.runtime.apiresources import (
+    CHILD_RESOURCES,
+    JOB_RESOURCES,
+    KUEUE_CHILD_RESOURCES,
+    NETWORK_CHILD_RESOURCES,
+    Resource,
+)
 from dlk8s.runtime.childevents import ChildEvents
 from dlk8s.runtime.childindex import ChildIndex
 from dlk8s.runtime.client import Kube, Selectors
@@ -161,8 +167,11 @@ class Controller:
     ) -> Controller:
         """A controller fed by watches of the jobs and their children (all
         namespaces when `namespace` is None); with `kueue`, of their
-        Workloads and Kueue's objects too (runtime.queueing)."""
+        Workloads and Kueue's objects too (runtime.queueing); with the
+        config's network_policies, of their NetworkPolicies."""
         job_informers, child_informers = _informers(kube, namespace)
+        if config.network_policies:
+            child_informers |= _child_informers(kube, namespace, NETWORK_CHILD_RESOURCES)
         jobs = {kind: informer.cache for kind, informer in job_informers.items()}
         extra: list[Informer] = []
         if kueue and kueue_served(kube):
@@ -435,12 +444,17 @@ def _informers(
         kind: Informer(kube, res, namespace, transform=kept_job)
         for kind, res in JOB_RESOURCES.items()
     }
+    return jobs, _child_informers(kube, namespace, CHILD_RESOURCES)
+
+
+def _child_informers(
+    kube: Kube, namespace: str | None, resources: Mapping[str, Resource]
+) -> dict[str, Informer]:
     selectors = Selectors(CHILD_SELECTOR)
-    children = {
+    return {
         group: Informer(kube, res, namespace, selectors, kept_child, handlers_get_kept=True)
-        for group, res in CHILD_RESOURCES.items()
+        for group, res in resources.items()
     }
-    return jobs, children
 
 
 def _workload_informers(kube: Kube, namespace: str | None) -> dict[str, Informer]:

@@ -189,6 +189,7 @@ JOB_TIERS = (
     {"failurepolicy"},  # podFailurePolicy's rules, over policy's exit-code classes
     {"kind", "validation"},  # what a kind is, and what any spec must hold
     {"children"},  # the manifests of pods and services
+    {"network"},  # a job's NetworkPolicies
     {"env"},
     {"accelerators"},
     {"kinds", "workloads"},  # the five kinds, and Kueue's Workload of a queued job

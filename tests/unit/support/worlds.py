@@ -70,7 +70,13 @@ class World:
         def of(kind: str) -> list[dict[str, Any]]:
             return [copy.deepcopy(o) for (k, _), o in sorted(self.children.items()) if k == kind]
 
-        return Observed(of("Pod"), of("Service"), of("ConfigMap"), of("Deployment"))
+        return Observed(
+            of("Pod"),
+            of("Service"),
+            of("ConfigMap"),
+            of("Deployment"),
+            networkpolicies=of("NetworkPolicy"),
+        )
 
     def reconcile(self) -> Result:
         return reconcile(copy.deepcopy(self.job), self.observed(), self.config, self.now)

@@ -32,6 +32,7 @@ from dlk8s.job.kind import JobContext, Replica, Slot
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
 from dlk8s.job.names import LABEL_JOB_KIND, LABEL_REPLICA_TYPE, LABEL_RUNTIME_ID
 from dlk8s.job.naming import grpc_server_configmap_name, tensorboard_name
+from dlk8s.job.network import policy_for_pods
 from dlk8s.job.objects import Container, Obj, as_dict, as_list, dig
 from dlk8s.job.validation import (
     ReplicaRules,
@@ -207,6 +208,8 @@ def extras(ctx: JobContext) -> list[Obj]:
     board = dig(ctx.job.raw, "spec", "tensorboard")
     if isinstance(board, dict):
         items += [tensorboard_deployment(ctx, board), tensorboard_service(ctx, board)]
+        if ctx.config.network_policies:
+            items.append(tensorboard_network_policy(ctx, board))
     return items
 
 
@@ -247,6 +250,19 @@ def tensorboard_deployment(ctx: JobContext, board: Obj) -> Obj:
     }
     name = tensorboard_name(ctx.job.name)
     return manifest(DEPLOYMENT, ctx, name, component_labels(ctx, TENSORBOARD), {"spec": spec})
+
+
+def tensorboard_network_policy(ctx: JobContext, board: Obj) -> Obj:
+    """TensorBoard's port to the job's namespace only (a LoadBalancer's
+    callers come from outside the cluster: then to anyone)."""
+    return policy_for_pods(
+        ctx,
+        tensorboard_name(ctx.job.name),
+        component_labels(ctx, TENSORBOARD),
+        _tensorboard_pod_labels(ctx),
+        TENSORBOARD_PORT,
+        anyone=board.get("serviceType") == "LoadBalancer",
+    )
 
 
 def tensorboard_service(ctx: JobContext, board: Obj) -> Obj:

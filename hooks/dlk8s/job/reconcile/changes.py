@@ -26,6 +26,7 @@ from dlk8s.job.accelerators import inject_accelerators
 from dlk8s.job.actions import Action, create_actions, delete_actions
 from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE, headless_service, pod_for_slot
 from dlk8s.job.kind import ChildView, JobContext, Slot
+from dlk8s.job.network import NETWORK_POLICY, job_network_policy
 from dlk8s.job.objects import Obj, dig
 from dlk8s.job.reconcile.slots import SlotView
 from dlk8s.job.workloads import place
@@ -76,10 +77,12 @@ def first_pods(ctx: JobContext) -> dict[str, Obj]:
 
 
 def _other_children(ctx: JobContext, views: Sequence[SlotView]) -> tuple[list[Obj], list[Target]]:
-    """Services, ConfigMaps and Deployments: those missing (built; a
+    """Services, ConfigMaps, Deployments and NetworkPolicies: those missing (built; a
     replica's Service once its pod has an address), and those the spec no
     longer asks for."""
     extras = ctx.kind.extras(ctx)
+    if ctx.config.network_policies:
+        extras = [*extras, job_network_policy(ctx)]
     port_name = ctx.kind.port_name
     owned = ctx.job.children
     want = {(e["kind"], e["metadata"]["name"]) for e in extras}
@@ -89,6 +92,7 @@ def _other_children(ctx: JobContext, views: Sequence[SlotView]) -> tuple[list[Ob
         [(o, SERVICE) for o in owned.services]
         + [(o, CONFIG_MAP) for o in owned.configmaps]
         + [(o, DEPLOYMENT) for o in owned.deployments]
+        + [(o, NETWORK_POLICY) for o in owned.networkpolicies]
     )
     have = {(api_kind[1], o.name) for o, api_kind in existing}
     missing: list[Obj] = []

@@ -22,6 +22,7 @@ from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE
 from dlk8s.job.conditions import finished_conditions
 from dlk8s.job.kind import ChildView, JobView
 from dlk8s.job.names import CleanPodPolicy, EventType, Phase, Reason, State
+from dlk8s.job.network import NETWORK_POLICY
 from dlk8s.job.objects import (
     Obj,
     ReplicaStatus,
@@ -156,6 +157,7 @@ def cleanup_targets(job: JobView) -> list[tuple[ChildView, tuple[str, str]]]:
             + [(o, SERVICE) for o in owned.services]
             + [(o, CONFIG_MAP) for o in owned.configmaps]
             + [(o, DEPLOYMENT) for o in owned.deployments]
+            + [(o, NETWORK_POLICY) for o in owned.networkpolicies]
         )
     roles = {role.lower() for role in job.kind.roles} if job.kind else set()
     pods = [(o, POD) for o in owned.pods if not has_stopped(o.obj)]

@@ -179,6 +179,7 @@ def read_children(observed: Observed) -> Children:
         read(observed.deployments),
         read(observed.gone),
         read(observed.workloads),
+        read(observed.networkpolicies),
     )
 
 
