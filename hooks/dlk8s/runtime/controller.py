@@ -65,6 +65,9 @@ CHILD_SELECTOR = LABEL_JOB_NAME
 # our own status write is no event to us), and every pass writes its status
 # whole.
 CHILD_EVENT_BATCH_SECONDS = 1.0
+# When a pass created pods that were there already (its caches were behind),
+# the pass again after this, its status not written meanwhile.
+STALE_RETRY_SECONDS = 1.0
 
 # How long a job whose deciding pods are up waits for its other pods before
 # its pass writes Running (job.urgency's SOON): a status write then says
@@ -374,6 +377,15 @@ class Controller:
             # Other failures (a delete, a Workload's status while Kueue's
             # webhook is away) do not hold back what the job's status says.
             raise outcome.failures[0]
+        elif outcome.existed and not outcome.failures:
+            # Decided on caches behind the API server: the status could
+            # count a pod that is there as lost (a restart that never
+            # happened). Not written; the pass again once the caches show it.
+            log.info(
+                "pods already there; the caches were behind",
+                extra={"job": str(key), "target": ", ".join(sorted(outcome.existed)[:5])},
+            )
+            return STALE_RETRY_SECONDS
         if status != job.get("status"):
             self._write_status(job, status)
         metrics.RECONCILE_SECONDS.labels(key.kind).observe(time.monotonic() - started)

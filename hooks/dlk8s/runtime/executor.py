@@ -108,6 +108,10 @@ class Outcome:
     refusals: list[Refusal] = field(default_factory=list)
     # Manifests of creates that did not happen, refused or failed otherwise.
     not_created: list[dict[str, Any]] = field(default_factory=list)
+    # Pods the pass created that were there already, the job's own: the
+    # caches were behind the API server when the pass decided, and it may
+    # have counted them as lost (list.append is atomic: no lock).
+    existed: list[str] = field(default_factory=list)
 
 
 class Executor:
@@ -148,7 +152,7 @@ class Executor:
         done: list[Event] = [a for a in actions if isinstance(a, Event)]
         creates = [a for a in changes if isinstance(a, Create)]
         others = [a for a in changes if not isinstance(a, Create)]
-        apply = self._apply_safely(job)
+        apply = self._apply_safely(job, outcome)
         pending = [self._pool.submit(apply, a) for a in others]
         results: list[tuple[Action, Exception | None]] = []
         results += zip(creates, self._create_slowly(uid, apply, creates), strict=True)
@@ -198,12 +202,16 @@ class Executor:
     def send_event(self, job: dict[str, Any], event: Event) -> None:
         self.events.record(job, event)  # best effort: it never raises
 
-    def _apply_safely(self, job: dict[str, Any]) -> Callable[[Action], Exception | None]:
+    def _apply_safely(
+        self, job: dict[str, Any], outcome: Outcome
+    ) -> Callable[[Action], Exception | None]:
         def apply(action: Action) -> Exception | None:
             change = expected_change(action)
             changed = False
             try:
                 changed = self._apply(job, action)
+                if isinstance(action, Create) and action.obj["kind"] == "Pod" and not changed:
+                    outcome.existed.append(action.obj["metadata"]["name"])
             except NamespaceTerminatingError as err:
                 # The namespace, and the job with it, are going away.
                 namespace = job["metadata"]["namespace"]

@@ -215,3 +215,32 @@ def test_a_failing_delete_still_writes_the_status_then_retries(
     assert ("delete", "pods", "ns", "example-job-worker-9") in after
     assert ("update", "tfjobs/status", "ns", "example-job") in after
     assert controller.queue.failures(KEY) == 1
+
+
+def test_a_restart_whose_caches_lag_writes_no_restart_for_a_pod_that_is_there(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    """A new process's first pass, its pod cache behind the API server: the
+    status counts a pod the cache does not show, which the pass would take
+    for lost. Its create finds the job's own pod: no status is written (it
+    would say restartCount 1), and the pass comes again."""
+    controller.sync(KEY)  # the pods, and a status that counts them
+    watch_catches_up(controller, kube, job_caches)
+    counted = copy.deepcopy(kube.objects[("tfjobs", "ns", "example-job")])
+    caches = {kind: Cache() for kind in job_caches}
+    with ThreadPoolExecutor(2) as pool:
+        restarted = Controller(
+            kube, controller.config, caches, workers=0, clock=controller.clock,
+            child_event_batch=0, pool=pool,
+        )  # fmt: skip
+        caches["TFJob"].put("ns/example-job", counted)
+        for name in PODS[1:]:  # the cache does not show the first pod yet
+            restarted.on_child("pods", ADDED)(kube.objects[("pods", "ns", name)])
+        before = len(kube.calls)
+        assert restarted.sync(KEY) == controller_module.STALE_RETRY_SECONDS
+        after = kube.calls[before:]
+        restarted.queue.shut_down()
+    assert ("create", "pods", "ns", PODS[0]) in after
+    assert ("update", "tfjobs/status", "ns", "example-job") not in after
+    job = kube.objects[("tfjobs", "ns", "example-job")]
+    assert job["status"].get("restartCount", 0) == 0, job["status"]
