@@ -42,6 +42,15 @@ def _env(name: str, default: str = "") -> str:
     return os.environ.get(f"DLK8S_{name}", default)
 
 
+def _service_types(value: str) -> tuple[str, ...]:
+    known = ("ClusterIP", "NodePort", "LoadBalancer")
+    types = tuple(t.strip() for t in value.split(",") if t.strip())
+    unknown = [t for t in types if t not in known]
+    if unknown or not types:
+        raise argparse.ArgumentTypeError(f"{value!r}: a comma-separated list of {', '.join(known)}")
+    return types
+
+
 def _truthy(value: str) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
@@ -166,6 +175,14 @@ RUN_FLAGS: Final = (
         "optional",
     ),
     RunFlag(
+        "--tensorboard-service-types",
+        "TENSORBOARD_SERVICE_TYPES",
+        "ClusterIP",
+        "the TensorBoard Service types a TFJob may ask for, comma-separated"
+        " (NodePort and LoadBalancer reach outside the cluster)",
+        _service_types,
+    ),
+    RunFlag(
         "--autoscaler",
         "AUTOSCALER",
         "true",
@@ -270,6 +287,7 @@ def _controller_and_autoscaler(
             load_config(args.config_file),
             admission=admission,
             network_policies=args.network_policies,
+            tensorboard_service_types=args.tensorboard_service_types,
         ),
         namespace=args.namespace or None,
         kueue=args.kueue,

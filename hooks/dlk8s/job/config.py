@@ -106,6 +106,10 @@ class ControllerConfig:
     # chart's networkPolicy.enabled): a flag, not a config file value, as it
     # needs RBAC on NetworkPolicies and a watch of them.
     network_policies: bool = False
+    # The TensorBoard Service types a job may ask for
+    # (`--tensorboard-service-types`, the chart's tensorboard.serviceTypes):
+    # NodePort and LoadBalancer put a job's TensorBoard outside the cluster.
+    tensorboard_service_types: tuple[str, ...] = ("ClusterIP",)
     # Set when the autoscaler runs beside the controller (see Admission).
     # Not a chart value: it follows the autoscaler, which alone admits jobs.
     admission: Admission | None = field(default=None, compare=False)

@@ -67,7 +67,8 @@ def test_tensorboard_answers_its_namespace_or_behind_a_load_balancer_anyone() ->
     assert board["ingress"] == [
         {"from": [{"podSelector": {}}], "ports": [{"protocol": "TCP", "port": 6006}]}
     ]
-    public = World(tfjob(tensorboard={**BOARD, "serviceType": "LoadBalancer"}), config=ON)
+    allowed = replace(ON, tensorboard_service_types=("ClusterIP", "LoadBalancer"))
+    public = World(tfjob(tensorboard={**BOARD, "serviceType": "LoadBalancer"}), config=allowed)
     public.settle()
     [rule] = policy(public, "example-job-tensorboard")["ingress"]
     assert {"ipBlock": {"cidr": "0.0.0.0/0"}} in rule["from"]

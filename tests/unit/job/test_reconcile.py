@@ -7,6 +7,7 @@ written by hand from the semantics, never copied from an output.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -760,6 +761,22 @@ def test_an_invalid_spec_on_a_running_job_stops_its_pods() -> None:
     world.settle()
     assert world.job["status"]["phase"] == "Failed"
     assert world.reconcile().actions == []
+
+
+def test_a_tensorboard_outside_the_cluster_waits_until_allowed_or_changed() -> None:
+    board = {"logDir": "/logs", "serviceType": "LoadBalancer"}
+    world = World(tfjob(tensorboard=board))
+    result = world.step()
+    assert [a for a in result.actions if not isinstance(a, Event)] == []
+    assert events(result) == [("Warning", "ConfigError")]
+    assert result.status["reason"] == "ConfigError"
+    [said] = [a.message for a in result.actions if isinstance(a, Event)]
+    assert said.startswith("spec.tensorboard.serviceType LoadBalancer is not allowed"), said
+    world.job["spec"]["tensorboard"]["serviceType"] = "ClusterIP"
+    assert creates(world.step(), "Pod") == sorted(PODS)
+    allowed = replace(CONFIG, tensorboard_service_types=("ClusterIP", "LoadBalancer"))
+    public = World(tfjob(tensorboard=board), config=allowed)
+    assert creates(public.step(), "Service") == ["example-job-tensorboard"]
 
 
 def test_a_missing_grpc_server_script_blocks_the_job_without_failing_it() -> None:

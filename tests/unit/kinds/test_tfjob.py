@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -359,7 +360,8 @@ def test_tensorboard_deployment_and_service() -> None:
         "volumeMounts": [{"name": "azurefile", "mountPath": "/tmp/tensorflow"}],
         "serviceType": "LoadBalancer",
     }
-    children = created(seed_job(tensorboard=board))
+    public = replace(GPU_CONFIG, tensorboard_service_types=("ClusterIP", "LoadBalancer"))
+    children = created(seed_job(tensorboard=board), public)
     deployment = children[("Deployment", "example-job-tensorboard")]
     assert deployment["apiVersion"] == "apps/v1"
     spec = deployment["spec"]

@@ -77,7 +77,7 @@ def rich_job() -> dict[str, Any]:
                 "logDir": "/logs",
                 "volumes": [{"name": "v"}],
                 "volumeMounts": [{"name": "v", "mountPath": "/logs"}],
-                "serviceType": "NodePort",
+                "serviceType": "ClusterIP",
             },
             "runPolicy": {
                 "cleanPodPolicy": "Running",

@@ -186,6 +186,10 @@ def _needs_grpc_server(ctx: JobContext) -> bool:
 
 
 def preflight(ctx: JobContext) -> list[str]:
+    return _grpc_server_problems(ctx) + _exposure_problems(ctx)
+
+
+def _grpc_server_problems(ctx: JobContext) -> list[str]:
     """The ConfigMap needs the script; once it exists the script is not needed."""
     name = grpc_server_configmap_name(ctx.job.name)
     if not _needs_grpc_server(ctx) or ctx.config.grpc_server_script:
@@ -193,6 +197,19 @@ def preflight(ctx: JobContext) -> list[str]:
     if any(cm.name == name for cm in ctx.job.children.configmaps):
         return []
     return [f"PS replicas need the standard gRPC server, but {ctx.config.grpc_server_error}"]
+
+
+def _exposure_problems(ctx: JobContext) -> list[str]:
+    """A TensorBoard Service type this cluster does not let jobs have (one
+    outside the cluster, unless the operator is told it may)."""
+    kind = dig(ctx.job.raw, "spec", "tensorboard", "serviceType")
+    allowed = ctx.config.tensorboard_service_types
+    if not isinstance(kind, str) or kind in allowed:
+        return []
+    return [
+        f"spec.tensorboard.serviceType {kind} is not allowed on this cluster"
+        f" (allowed: {', '.join(allowed)}; the chart's tensorboard.serviceTypes)"
+    ]
 
 
 # --- children of the whole job -------------------------------------------------
