@@ -196,6 +196,19 @@ def test_no_gate_while_nodes_are_not_kept_or_for_a_job_that_cannot_move() -> Non
     assert [gates(admitted.pod(n)) for n in workers(admitted)] == [[], []]
 
 
+def test_a_job_in_a_kueue_queue_is_neither_gated_nor_left_gated() -> None:
+    """Kueue sizes a queued job, and the autoscaler never admits it."""
+    admission = Admission()
+    admission.closed = True
+    world = TorchWorld(ptjob({"WORKER": 2}), config=replace(CONFIG, admission=admission))
+    world.settle()
+    assert [gates(world.pod(n)) for n in workers(world)] == [["dlk8s.io/admission"]] * 2
+    # (a queue named later: what the operator's default LocalQueue does)
+    world.job["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = "team"
+    world.settle()
+    assert [gates(world.pod(n)) for n in workers(world)] == [[], []]
+
+
 def test_a_count_set_by_hand_lifts_no_gate() -> None:
     admission = Admission()
     admission.closed = True

@@ -11,7 +11,7 @@ from typing import Final
 
 from dlk8s.job.actions import Action, Event, Patch
 from dlk8s.job.kind import JobContext
-from dlk8s.job.names import MAX_REPLICAS, EventType
+from dlk8s.job.names import LABEL_QUEUE_NAME, MAX_REPLICAS, EventType
 from dlk8s.job.objects import Obj, as_list, dig, is_int, show
 
 # How much of a reason the annotation keeps, and how much status and events show.
@@ -109,15 +109,22 @@ def is_admission_gate(gate: object) -> bool:
     return isinstance(gate, dict) and gate.get("name") == ADMISSION_GATE
 
 
+def sized_by_autoscaler(job: Obj, elastic: bool) -> bool:
+    """Whether the autoscaler sizes, and so admits, this job: an elastic one
+    (as its kind says) outside Kueue's queues, where Kueue sizes it when it
+    admits it (docs/kueue.md; autoscaler.manifests skips those too)."""
+    return elastic and not dig(job, "metadata", "labels", LABEL_QUEUE_NAME)
+
+
 def awaits_admission(ctx: JobContext, elastic: bool) -> bool:
     """New pods of the scaled role are to wait behind ADMISSION_GATE: the
-    autoscaler keeps nodes for a starving job, and has given this elastic
-    job no count (a count its annotation carries may be anyone's)."""
+    autoscaler keeps nodes for a starving job, and has given this job, one
+    it sizes, no count (a count its annotation carries may be anyone's)."""
     admission = ctx.config.admission
     return (
         admission is not None
         and admission.closed
-        and elastic
+        and sized_by_autoscaler(ctx.job.raw, elastic)
         and not admission.admitted(ctx.job.uid)
     )
 
@@ -129,12 +136,16 @@ def add_gate(pod: Obj) -> None:
     ]
 
 
-def may_lift_gate(ctx: JobContext) -> bool:
+def may_lift_gate(ctx: JobContext, elastic: bool) -> bool:
     """Once the autoscaler has given the job a count, its pods go to the
-    scheduler. Without the autoscaler nothing would ever admit the job: a
-    gate left from a run with it goes too."""
+    scheduler. Where nothing would ever admit the job (no autoscaler, or a
+    job it does not size, such as one Kueue now queues), a gate left goes."""
     admission = ctx.config.admission
-    return admission is None or admission.admitted(ctx.job.uid)
+    return (
+        admission is None
+        or not sized_by_autoscaler(ctx.job.raw, elastic)
+        or admission.admitted(ctx.job.uid)
+    )
 
 
 def gates_left(pod: Obj) -> list[object] | None:

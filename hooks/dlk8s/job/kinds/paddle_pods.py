@@ -252,4 +252,4 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
 
 def awaits_admission(ctx: JobContext) -> bool:
     """New trainers of this job are to wait behind elastic.ADMISSION_GATE."""
-    return gated(ctx, is_elastic(ctx.job.raw))
+    return gated(ctx, is_elastic(ctx.job.raw) and fault_tolerant(ctx.job.raw))

@@ -22,6 +22,8 @@ from dlk8s.job.kinds.paddle_spec import (
     PSERVER,
     TRAINER,
     TRAINERS,
+    fault_tolerant,
+    is_elastic,
     trainer_bounds,
     trainer_count,
     validate,
@@ -39,7 +41,7 @@ def update_children(ctx: JobContext) -> list[Action]:
     value = str(count)
     actions = scaled_event(ctx, "trainers", count, REASON_SCALED, TRAINERS)
     wanted = {r.role.lower(): r.replicas for r in ctx.replicas}
-    lift = may_lift_gate(ctx)
+    lift = may_lift_gate(ctx, is_elastic(ctx.job.raw) and fault_tolerant(ctx.job.raw))
     for pod in ctx.job.children.pods:
         if (
             pod.key is None

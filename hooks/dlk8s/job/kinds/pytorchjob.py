@@ -363,7 +363,7 @@ def update_children(ctx: JobContext) -> list[Action]:
     if worker_bounds(ctx.job.raw) is None:
         return []
     actions = scaled_event(ctx, "workers", ctx.pod_count(WORKER), REASON_SCALED, WORKERS)
-    if may_lift_gate(ctx):
+    if may_lift_gate(ctx, is_autoscaled(ctx.job.raw)):
         actions += lift_gates(ctx, WORKER)
     return actions
 
