@@ -151,12 +151,15 @@ def test_nothing_in_a_pod_goes_stale_when_the_autoscaler_moves_the_count() -> No
 # --- the admission gate -------------------------------------------------------------------
 
 
-def test_workers_wait_behind_the_gate_only_while_the_autoscaler_keeps_nodes() -> None:
+def while_nodes_are_kept(job: dict[str, Any]) -> TorchWorld:
+    """The job, in a process whose autoscaler keeps nodes for a starving job."""
     admission = Admission()
     admission.closed = True
-    world = TorchWorld(
-        ptjob({"MASTER": 1, "WORKER": 2}), config=replace(CONFIG, admission=admission)
-    )
+    return TorchWorld(job, config=replace(CONFIG, admission=admission))
+
+
+def test_workers_wait_behind_the_gate_only_while_the_autoscaler_keeps_nodes() -> None:
+    world = while_nodes_are_kept(ptjob({"MASTER": 1, "WORKER": 2}))
     world.settle()
     # The MASTER is not the autoscaler's to hold back; the WORKERs are.
     assert {n: gates(world.pod(n)) for n in world.pods()} == {
@@ -198,9 +201,7 @@ def test_no_gate_while_nodes_are_not_kept_or_for_a_job_that_cannot_move() -> Non
 
 def test_a_job_in_a_kueue_queue_is_neither_gated_nor_left_gated() -> None:
     """Kueue sizes a queued job, and the autoscaler never admits it."""
-    admission = Admission()
-    admission.closed = True
-    world = TorchWorld(ptjob({"WORKER": 2}), config=replace(CONFIG, admission=admission))
+    world = while_nodes_are_kept(ptjob({"WORKER": 2}))
     world.settle()
     assert [gates(world.pod(n)) for n in workers(world)] == [["dlk8s.io/admission"]] * 2
     # (a queue named later: what the operator's default LocalQueue does)
@@ -210,9 +211,7 @@ def test_a_job_in_a_kueue_queue_is_neither_gated_nor_left_gated() -> None:
 
 
 def test_a_count_set_by_hand_lifts_no_gate() -> None:
-    admission = Admission()
-    admission.closed = True
-    world = TorchWorld(ptjob({"WORKER": 2}), config=replace(CONFIG, admission=admission))
+    world = while_nodes_are_kept(ptjob({"WORKER": 2}))
     world.scale(2, "2: admitted at 2 workers")  # a user's, worded as the autoscaler's
     world.settle()
     assert [gates(world.pod(n)) for n in workers(world)] == [["dlk8s.io/admission"]] * 2
