@@ -28,6 +28,7 @@ REAL_NODE_MODULES: Final = frozenset(
         "test_gpu_drivers",
         "test_incluster",
         "test_train_endings",
+        "test_train_isolation",
         "test_train_kueue",
         "test_train_others",
         "test_train_pytorch",

@@ -290,6 +290,19 @@ build_promtool() {
   build_in_module "$1" github.com/prometheus/prometheus "$PROMETHEUS_VERSION" cmd/promtool \
     "$PROMTOOL_PATCH"
 }
+# kube-network-policies, the real node's NetworkPolicy enforcer
+# (dev/dlk8s_dev/realnode.py). It sends a connection's first packet to
+# userspace with nftables' `queue` expression, which needs a kernel built
+# with CONFIG_NFT_QUEUE; the patch uses the xtables NFQUEUE target through
+# nftables' compat layer instead (the same queue, on kernels without it), and
+# adds --kubeconfig (the node's processes run outside any pod). The cache key
+# carries the patch's hash.
+NETPOL_PATCH="$ROOT/tools/patches/kube-network-policies-nfqueue.patch"
+NETPOL_BUILD="$NETPOL_VERSION-$(sha256sum "$NETPOL_PATCH" | cut -c1-8)"
+build_netpol() {
+  build_in_module "$1" sigs.k8s.io/kube-network-policies "$NETPOL_VERSION" cmd "$NETPOL_PATCH"
+  mv "$1/cmd" "$1/kube-network-policies"
+}
 # actionlint checks the hosting service's workflow files (make lint).
 build_actionlint() { go_install "$1" github.com/rhysd/actionlint/cmd/actionlint "$2"; }
 # Kueue's manager, and from the same module what running it needs: its
@@ -366,6 +379,7 @@ install_tool() {
     kubernetes) cached kubernetes "$KUBERNETES_VERSION" build_kubernetes ;;
     kubernetes-node) cached kubernetes-node "$KUBERNETES_VERSION" build_kubernetes_node ;;
     coredns) cached coredns "$COREDNS_VERSION" build_coredns ;;
+    netpol) cached kube-network-policies "$NETPOL_BUILD" build_netpol ;;
     node-debs) install_node_debs ;;
     etcd) cached etcd "$ETCD_VERSION" build_etcd ;;
     kwok) cached kwok "$KWOK_BUILD" build_kwok ;;
@@ -387,7 +401,7 @@ install_tool() {
 # about even in cold build time (Kubernetes' builds against the rest); each
 # tool's lock and cache folder keep them apart.
 LANE_KUBERNETES=(etcd kubernetes node-debs kubernetes-node coredns)
-LANE_OTHERS=(kubectl-helm4 helm3 kwok helm-unittest ct promtool actionlint kueue)
+LANE_OTHERS=(kubectl-helm4 helm3 kwok helm-unittest ct promtool actionlint kueue netpol)
 # Not `install_tool || return`: that would turn `set -e` off inside it.
 lane() {
   local tool

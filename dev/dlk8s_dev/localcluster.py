@@ -55,6 +55,8 @@ EXIT_CODE_ANNOTATION = "kwok.dlk8s.io/exit-code"
 REAL_NAMESPACE = "dlk8s-system"
 RUN_DURATION_ANNOTATION = "kwok.dlk8s.io/run-duration"
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# The API server's port in a cluster with a real node (_start_apiserver).
+API_PORT_ON_NODE = 6443
 
 
 def own_prefix() -> str:
@@ -461,7 +463,12 @@ class LocalCluster:
         )
 
     def _start_apiserver(self) -> None:
-        port = free_port()
+        # With a real node the API server has an address of its own (the
+        # veth's host end), so it takes the usual port: what pods reach
+        # through the `kubernetes` Service is then the port a cluster's API
+        # server has, and the chart's NetworkPolicy for the operator (egress
+        # to 443 and 6443) holds as it is.
+        port = API_PORT_ON_NODE if self.node else free_port()
         pki = self.workdir / "pki"
         host = self.node.host_ip if self.node else "127.0.0.1"
         self.server = f"https://{host}:{port}"

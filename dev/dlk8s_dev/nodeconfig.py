@@ -54,6 +54,7 @@ def write(settings: NodeSettings) -> None:
         (r / name).write_text(datafiles.text(name, **values))
 
 
-def coredns_rbac() -> str:
-    """The ClusterRole and binding CoreDNS's kubernetes plugin needs, as JSON for kubectl."""
-    return json.dumps(datafiles.yaml_doc("coredns-rbac.yaml"))
+def node_rbac() -> str:
+    """What CoreDNS and kube-network-policies may read (ClusterRoles and
+    bindings), as JSON for kubectl."""
+    return json.dumps(datafiles.yaml_doc("node-rbac.yaml"))

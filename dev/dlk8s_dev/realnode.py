@@ -1,11 +1,12 @@
-"""A real node beside the kwok nodes: containerd, runc, CNI, kubelet, kube-proxy, CoreDNS.
+"""A real node beside the kwok nodes: containerd, runc, CNI, kubelet, kube-proxy, CoreDNS,
+and a NetworkPolicy enforcer.
 
 Everything the node is lives in namespaces of its own, made by one holder
 process (``unshare --pid --mount --net --fork``) whose PID 1 is
 nodeinit.py:
 
 - **PID namespace**: containerd, its shims, every container, kubelet,
-  kube-proxy and CoreDNS run in it. When its PID 1 dies the kernel kills all
+  kube-proxy, CoreDNS and kube-network-policies run in it. When its PID 1 dies the kernel kills all
   of them, so nothing outlives the node, however it stops. The holder dies
   with the process that started it (``PR_SET_PDEATHSIG``), and takes PID 1
   with it (``unshare --kill-child``).
@@ -19,7 +20,9 @@ nodeinit.py:
   (``/run/containerd``, ``/run/netns``, ``/var/lib/cni``,
   ``/var/log/containers``) get a tmpfs of their own inside it.
 - **Network namespace**: the pods' bridge, their veths, kube-proxy's and the
-  CNI portmap plugin's iptables chains, the node's sysctls (ip_forward,
+  CNI portmap plugin's iptables chains, kube-network-policies' nftables
+  table (NetworkPolicy: a pod's new connections go through it, as on a
+  cluster whose nodes run it as a DaemonSet), the node's sysctls (ip_forward,
   bridge-nf-call-iptables) all live there and disappear with it. The node
   reaches the host through one veth pair (host end named ``dlk<pid>n<k>``,
   which the kernel deletes with the namespace). The node namespace has no
@@ -103,6 +106,15 @@ LABEL_KEY = "dlk8s.io/real-node"
 BRIDGE = "dlk8s-br"
 CLUSTER_DOMAIN = "cluster.local"
 CNI_BIN = Path("/usr/lib/cni")
+# The NetworkPolicy enforcer (tools/install.sh builds it with a patch for
+# kernels without nftables' queue expression).
+NETPOL = "kube-network-policies"
+# Its metrics, on the node's own loopback (nothing reads them; the default
+# would be every address of the node).
+NETPOL_METRICS = "127.0.0.1:9080"
+# Processes that need another signal than SIGTERM to stop cleanly:
+# kube-network-policies removes its nftables table on SIGINT only.
+STOP_SIGNALS = {NETPOL: signal.SIGINT}
 
 REQUIRED_COMMANDS = (
     "containerd",
@@ -116,7 +128,7 @@ REQUIRED_COMMANDS = (
     "conntrack",
     "openssl",
 )
-REQUIRED_TOOLS = ("kubelet", "kube-proxy", "coredns")
+REQUIRED_TOOLS = ("kubelet", "kube-proxy", "coredns", NETPOL)
 
 
 def missing_requirements(tools_bin: Path) -> list[str]:
@@ -132,6 +144,9 @@ def missing_requirements(tools_bin: Path) -> list[str]:
 
 # -- the node ------------------------------------------------------------------------
 
+
+# Who the node's processes are to the API server (token_lines).
+IDENTITIES = ("kubelet", "kube-proxy", "coredns", NETPOL)
 
 # What containerd's CRI answers before it serves (containerd 1.6 to 2.x).
 CRI_NOT_READY = "server is not initialized yet"
@@ -215,7 +230,7 @@ class RealNode:
         runs.mark(self.root)
         self.host_veth = f"dlk{os.getpid()}n{k}"
         self.host_dummy = f"dlk{os.getpid()}a{k}"
-        for key in ("kubelet", "kube-proxy", "coredns"):
+        for key in IDENTITIES:
             self.tokens[key] = _random_token()
         try:
             self._start_holder()
@@ -240,6 +255,7 @@ class RealNode:
             f'{self.tokens["kubelet"]},system:node:{self.name},node-{self.name},"system:nodes"',
             f"{self.tokens['kube-proxy']},system:kube-proxy,kube-proxy-uid",
             f"{self.tokens['coredns']},dlk8s:coredns,coredns-uid",
+            f"{self.tokens[NETPOL]},dlk8s:network-policies,network-policies-uid",
         ]
 
     def apiserver_flags(self) -> list[str]:
@@ -561,7 +577,7 @@ class RealNode:
 
     def _write_configs(self, cluster: LocalCluster) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        for who in ("kubelet", "kube-proxy", "coredns"):
+        for who in IDENTITIES:
             cluster.write_kubeconfig(self.root / f"{who}.kubeconfig", self.tokens[who], user=who)
         nodeconfig.write(
             nodeconfig.NodeSettings(
@@ -580,7 +596,7 @@ class RealNode:
         )
 
     def _apply_rbac(self, cluster: LocalCluster) -> None:
-        cluster.kubectl("apply", "-f", "-", input=nodeconfig.coredns_rbac())
+        cluster.kubectl("apply", "-f", "-", input=nodeconfig.node_rbac())
 
     def _spawn(self, name: str, argv: Sequence[str]) -> None:
         log = self.root / "logs" / f"{name}.log"
@@ -623,6 +639,18 @@ class RealNode:
         bin_ = self.tools_bin.resolve()
         self._spawn("kube-proxy", [str(bin_ / "kube-proxy"), f"--config={r / 'kube-proxy.yaml'}"])
         self._spawn("coredns", [str(bin_ / "coredns"), "-conf", str(r / "Corefile")])
+        self._spawn(
+            NETPOL,
+            [
+                str(bin_ / NETPOL),
+                f"--kubeconfig={r / f'{NETPOL}.kubeconfig'}",
+                f"--hostname-override={self.name}",
+                f"--metrics-bind-address={NETPOL_METRICS}",
+                # Pod addresses from the API: NRI's socket would be the
+                # host's (/run/nri is not the node's own), not this containerd's.
+                "--disable-nri",
+            ],
+        )
 
     def _node_ready(self, cluster: LocalCluster) -> bool:
         status, node = cluster.api(f"/api/v1/nodes/{self.name}")
@@ -708,7 +736,7 @@ class RealNode:
         for proc in clients:
             for pid in host.children(proc.popen.pid):
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGTERM)
+                    os.kill(pid, STOP_SIGNALS.get(proc.name, signal.SIGTERM))
         for proc in clients:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.popen.wait(timeout=5)

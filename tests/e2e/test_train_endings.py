@@ -27,7 +27,7 @@ from dlk8s_dev.localcluster import REPO_ROOT, LocalCluster
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
 from .helpers import job_status, pods_of, wait_until
-from .training import delete_namespaces, kustomized, real_namespace, replica, without
+from .training import POLICIES, delete_namespaces, kustomized, real_namespace, replica, without
 
 PROGRAMS = REPO_ROOT / "tests" / "data" / "endings"
 TIMEOUT = 300
@@ -72,7 +72,9 @@ def operator(real_cluster: LocalCluster) -> Iterator[OperatorProcess]:
     operator as a local process with its ServiceAccount (named like
     conftest's fixture, so that a failed test shows its log)."""
     system = f"{RELEASE}-system"
-    install = install_chart(real_cluster, release=RELEASE, namespace=system, sets=("cloud=gke",))
+    install = install_chart(
+        real_cluster, release=RELEASE, namespace=system, sets=("cloud=gke", POLICIES)
+    )
     process = OperatorProcess(install, name=RELEASE, args=("--no-autoscaler",))
     try:
         yield process.start()

@@ -33,7 +33,7 @@ from dlk8s_dev.localcluster import REPO_ROOT, LocalCluster
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
 from .helpers import get_or_none, job_status, pods_of, wait_until
-from .training import delete_namespaces, free_cpu, real_namespace
+from .training import POLICIES, delete_namespaces, free_cpu, real_namespace
 
 RUNTIME = "localhost/dlk8s/runtime:local"
 RELEASE = "train-others"
@@ -51,7 +51,12 @@ def operator(real_cluster: LocalCluster) -> Iterator[OperatorProcess]:
         real_cluster,
         release=RELEASE,
         namespace=namespace,
-        sets=("cloud=gke", f"config.images.redis={RUNTIME}", f"config.images.etcd={RUNTIME}"),
+        sets=(
+            "cloud=gke",
+            POLICIES,
+            f"config.images.redis={RUNTIME}",
+            f"config.images.etcd={RUNTIME}",
+        ),
     )
     process = OperatorProcess(install, name=RELEASE, env={"DLK8S_AUTOSCALER_PERIOD": "1"}).start()
     try:

@@ -150,6 +150,11 @@ class Lab:
     operator: OperatorProcess
 
 
+# The chart's value that gives every job its NetworkPolicy: the jobs on the
+# real node train with their network closed to all but their own pods.
+POLICIES = "networkPolicy.enabled=true"
+
+
 @contextlib.contextmanager
 def local_operator(
     real_cluster: LocalCluster, release: str, sets: tuple[str, ...], autoscaler: bool = False
@@ -157,13 +162,16 @@ def local_operator(
     """The chart (release namespace on kwok's nodes, where its Deployment
     runs nothing) and the operator as a local process with its ServiceAccount,
     watching only a namespace of its own on the real node; with `autoscaler`,
-    its autoscaler passes every second."""
+    its autoscaler passes every second. Every job gets its NetworkPolicy,
+    which the real node enforces (POLICIES), as values/realnode.yaml has it."""
     assert real_cluster.node is not None
     suffix = uuid.uuid4().hex[:8]
     release_ns, namespace = f"{release}-system-{suffix}", f"{release}-{suffix}"
     process: OperatorProcess | None = None
     try:
-        install = install_chart(real_cluster, release=release, namespace=release_ns, sets=sets)
+        install = install_chart(
+            real_cluster, release=release, namespace=release_ns, sets=(*sets, POLICIES)
+        )
         real_cluster.node.real_namespace(real_cluster, namespace)
         process = OperatorProcess(
             install,
