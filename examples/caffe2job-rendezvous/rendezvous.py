@@ -5,7 +5,8 @@ RedisStoreHandler prefixed with the job's RUN_ID: every shard writes its
 key, then waits until all NUM_SHARDS keys are there, and only then Gloo
 connects them. This program does exactly that, with the variables the
 operator sets in each `caffe2` container (SHARD_ID, NUM_SHARDS, RUN_ID,
-REDIS_HOST, REDIS_PORT), and prints what it found in redis:
+REDIS_HOST, REDIS_PORT, and REDIS_PASSWORD where the operator runs the
+server), and prints what it found in redis:
 
   1. SET {RUN_ID}/shard/{SHARD_ID} = this pod's host name, only if no other
      shard took that id (two shards with one id are an error, exit 1);
@@ -42,11 +43,13 @@ def say(shard: int, message: str) -> None:
     print(f"shard {shard}: {message}", flush=True)
 
 
-def connect(host: str, port: int, deadline: float) -> redis.Redis:
+def connect(host: str, port: int, password: str | None, deadline: float) -> redis.Redis:
     """The server, once it answers: it may start after this shard does, and
     its Service's name and address may take a moment to work (a refused, a
     failed or a timed-out connection alike)."""
-    client = redis.Redis(host=host, port=port, socket_timeout=5, socket_connect_timeout=2)
+    client = redis.Redis(
+        host=host, port=port, password=password, socket_timeout=5, socket_connect_timeout=2
+    )
     while True:
         try:
             client.ping()
@@ -73,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     shard, shards = int(os.environ["SHARD_ID"]), int(os.environ["NUM_SHARDS"])
     run, host, port = os.environ["RUN_ID"], os.environ["REDIS_HOST"], int(os.environ["REDIS_PORT"])
     deadline = time.monotonic() + args.timeout
-    client = connect(host, port, deadline)
+    client = connect(host, port, os.environ.get("REDIS_PASSWORD"), deadline)
     me = socket.gethostname()
     say(shard, f"of {shards}, run {run}, redis {host}:{port}")
     mine = f"{run}/shard/{shard}"

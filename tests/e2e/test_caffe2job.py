@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -102,6 +103,20 @@ def test_redis_in_the_master_pod(cluster: LocalCluster, namespace: str) -> None:
     redis = container(master, "redis")
     assert redis["command"][:3] == ["redis-server", "--port", "6379"]
     assert [p["containerPort"] for p in redis["ports"]] == [6379]
+    # Its password: a Secret the operator made for the job, which the server
+    # and every shard read; the API server holds it, random and owned.
+    secret = get_json(cluster, "secret", REDIS_SERVICE, "-n", namespace)
+    assert secret["immutable"] is True
+    [owner] = secret["metadata"]["ownerReferences"]
+    job_uid = get_json(cluster, "caffe2job", IN_MASTER, "-n", namespace)["metadata"]["uid"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("Caffe2Job", job_uid, True)
+    password = base64.b64decode(secret["data"]["password"])
+    assert len(password) == 43, password
+    reads = {"secretKeyRef": {"name": REDIS_SERVICE, "key": "password"}}
+    assert {"name": "REDIS_PASSWORD", "valueFrom": reads} in redis["env"]
+    assert redis["command"][3:5] == ["--requirepass", "$(REDIS_PASSWORD)"]
+    for pod in pods.values():
+        assert {"name": "REDIS_PASSWORD", "valueFrom": reads} in container(pod, "caffe2")["env"]
 
     services = wait_for_services(cluster, namespace, IN_MASTER, IN_MASTER_PODS | {REDIS_SERVICE})
     service = services[REDIS_SERVICE]["spec"]

@@ -153,6 +153,8 @@ def every_path(cluster: LocalCluster, namespace: str) -> None:
     )
     taken["spec"]["replicaSpecs"].append({"tfReplicaType": "PS", "replicas": 1})
     apply(cluster, namespace, taken)
+    # A Caffe2Job with redis in its MASTER: its password's Secret.
+    apply(cluster, namespace, example("caffe2job-redis-in-master.yaml"))
     # An elastic PaddleJob: the autoscaler patches it, and the trainers' count.
     apply(cluster, namespace, example("paddlejob-edl.yaml"))
     wait_until(
@@ -169,12 +171,12 @@ def test_the_operator_is_granted_exactly_what_it_uses(
     wait_until(
         lambda: (
             {("pods", "patch"), ("events", "patch"), ("services", "get")}
-            | {("networkpolicies.networking.k8s.io", "get")}
+            | {("networkpolicies.networking.k8s.io", "get"), ("secrets", "create")}
             <= used(busy_operator)
         ),
         60,
         "the trainer count patched on pods, a repeated event, a look at a taken Service"
-        " and at a taken NetworkPolicy",
+        " and at a taken NetworkPolicy, and a redis password made",
     )
     cluster.kubectl("create", "serviceaccount", "bare", "-n", namespace)
     baseline = granted(cluster, f"system:serviceaccount:{namespace}:bare", install.namespace)

@@ -16,7 +16,8 @@ A pod in another namespace, a tenant, dials each server:
 1. with the jobs' policies: no connection (refused or timed out), while a
    pod of the job itself connects to the same address;
 2. with the operator stopped and the policies deleted: the tenant connects,
-   so what stopped it was the policy, and this test can fail;
+   so what stopped it was the policy, and this test can fail; redis still
+   wants the job's password;
 3. with the operator started again, which gives each job its policy back: no
    connection once more; then the gate opens and every job trains to Done.
 """
@@ -62,6 +63,16 @@ DIAL = textwrap.dedent(
 
     with ThreadPoolExecutor(len(sys.argv) - 1) as pool:
         print(json.dumps(dict(zip(sys.argv[1:], pool.map(dial, sys.argv[1:])))))
+    """
+)
+# Asks a redis server for PING without a password; prints its answer.
+PING = textwrap.dedent(
+    """
+    import socket, sys
+    host, port = sys.argv[1].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=3) as s:
+        s.sendall(b"PING\\r\\n")
+        print(s.recv(200).decode().strip())
     """
 )
 # The gate: a program starts once the Service named GATE resolves in its namespace.
@@ -237,6 +248,10 @@ def test_a_tenant_reaches_no_jobs_rendezvous_and_the_jobs_train(
         timeout=60,
         what="the tenant to connect to every server once the policies are gone",
     )
+    namespace, pod = tenant
+    redis = where["Caffe2Job"]
+    answer = real_cluster.kubectl("exec", pod, "-n", namespace, "--", "python", "-c", PING, redis)
+    assert answer.stdout.startswith("-NOAUTH"), answer.stdout
 
     process = operator(install, jobs)
     try:

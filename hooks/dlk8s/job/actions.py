@@ -33,6 +33,11 @@ class Create:
 
     obj: Obj
     event: Event | None = None
+    # Keys of a Secret's stringData that the I/O side fills with fresh random
+    # values as it creates it (a password no pure function could make). Such
+    # a Secret is created once and never read back: the operator may create
+    # Secrets but not read them, so one of that name counts as created.
+    fresh: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -98,10 +103,10 @@ def delete_of(obj: Obj, api_version: str, kind: str, event: Event | None = None)
     )
 
 
-def create_actions(obj: Obj) -> list[Action]:
+def create_actions(obj: Obj, fresh: tuple[str, ...] = ()) -> list[Action]:
     """The create and the event that tells of it, posted only if it succeeds."""
     what = f"{obj['kind'].lower()} {obj['metadata']['name']}"
-    return [Create(obj, Event(EventType.NORMAL, Reason.CREATE, f"Created {what}"))]
+    return [Create(obj, Event(EventType.NORMAL, Reason.CREATE, f"Created {what}"), fresh)]
 
 
 def delete_actions(obj: Obj, api_kind: tuple[str, str], why: str) -> list[Action]:

@@ -28,6 +28,7 @@ from dlk8s.job.objects import Obj, ObjectMeta, OwnerReference, as_dict, as_list
 POD: Final = ("v1", "Pod")
 SERVICE: Final = ("v1", "Service")
 CONFIG_MAP: Final = ("v1", "ConfigMap")
+SECRET: Final = ("v1", "Secret")
 DEPLOYMENT: Final = ("apps/v1", "Deployment")
 
 
@@ -161,6 +162,13 @@ def headless_service(
 
 def config_map(ctx: JobContext, name: str, component: str, data: dict[str, str]) -> Obj:
     return manifest(CONFIG_MAP, ctx, name, component_labels(ctx, component), {"data": data})
+
+
+def secret(ctx: JobContext, name: str, component: str) -> Obj:
+    """A Secret whose values the I/O side makes as it creates it (Create.fresh).
+    Immutable: its pods read it once, and the kubelet need not watch it."""
+    body: Obj = {"type": "Opaque", "immutable": True}
+    return manifest(SECRET, ctx, name, component_labels(ctx, component), body)
 
 
 def service_host(ctx: JobContext, slot: Slot) -> str:

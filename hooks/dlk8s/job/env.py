@@ -7,22 +7,25 @@ from collections.abc import Iterable, Mapping
 
 from dlk8s.job.children import cluster_spec
 from dlk8s.job.kind import JobContext, Slot
-from dlk8s.job.objects import Obj, as_list
+from dlk8s.job.objects import EnvVar, Obj, as_list
 
 
 def set_env(
-    container: Obj, values: Mapping[str, str], fields: Mapping[str, str] | None = None
+    container: Obj,
+    values: Mapping[str, str],
+    fields: Mapping[str, str] | None = None,
+    secrets: Mapping[str, tuple[str, str]] | None = None,
 ) -> None:
     """Variables the operator owns (TF_CONFIG, ...): any user value is replaced,
     since a stale cluster layout would make the job hang, not fail. ``fields``
-    maps more of them to what the pod reads of itself (a downward-API fieldPath)."""
-    fields = fields or {}
+    maps more of them to what the pod reads of itself (a downward-API
+    fieldPath), ``secrets`` to a key of a Secret (its name, the key)."""
+    fields, secrets = fields or {}, secrets or {}
+    owned = {*values, *fields, *secrets}
     kept = [
         item
         for item in as_list(container.get("env"))
-        if not (
-            isinstance(item, dict) and (item.get("name") in values or item.get("name") in fields)
-        )
+        if not (isinstance(item, dict) and item.get("name") in owned)
     ]
     container["env"] = (
         kept
@@ -31,7 +34,16 @@ def set_env(
             {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
             for name, path in fields.items()
         ]
+        + secret_refs(secrets)
     )
+
+
+def secret_refs(secrets: Mapping[str, tuple[str, str]]) -> list[EnvVar]:
+    """Variables read from Secrets: name -> (the Secret's name, its key)."""
+    return [
+        EnvVar(name=name, valueFrom={"secretKeyRef": {"name": secret, "key": key}})
+        for name, (secret, key) in secrets.items()
+    ]
 
 
 def add_env_defaults(container: Obj, values: Iterable[tuple[str, str]]) -> None:

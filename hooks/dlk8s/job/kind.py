@@ -224,6 +224,10 @@ class JobContext:
         return sum(r.replicas for r in self.replicas if not roles or r.role in roles)
 
 
+def _no_secrets(ctx: JobContext) -> list[PodSecret]:
+    return []
+
+
 def _no_extras(ctx: JobContext) -> list[Obj]:
     return []
 
@@ -242,6 +246,15 @@ def _no_status_fields(job: Obj, previous: Obj, now: str) -> Obj:
 
 def _no_updates(ctx: JobContext) -> list[Action]:
     return []
+
+
+@dataclass(frozen=True)
+class PodSecret:
+    """A Secret the job's pods read, and the keys of its stringData the I/O
+    side fills with fresh random values as it creates it."""
+
+    manifest: Obj
+    fresh: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -279,6 +292,9 @@ class Kind:
                   to a pod the engine built from the template.
     extras:       children that belong to the job rather than to one replica
                   (ConfigMaps, TensorBoard), as complete manifests.
+    secrets:      Secrets the pods read (the Caffe2 MASTER's redis password),
+                  created with the pods, before them, each with the keys
+                  the I/O side fills with fresh random values; never watched.
     preflight:    problems outside the job (controller configuration) that
                   must block creating children; the job waits, it is not failed.
     status_fields: the kind's own status fields (PaddleJob's trainers), from
@@ -298,6 +314,7 @@ class Kind:
     replicas: Callable[[Obj], tuple[Replica, ...]]
     decorate_pod: Callable[[JobContext, Slot, Obj], Obj] = _unchanged
     extras: Callable[[JobContext], list[Obj]] = _no_extras
+    secrets: Callable[[JobContext], list[PodSecret]] = _no_secrets
     preflight: Callable[[JobContext], list[str]] = _no_problems
     status_fields: Callable[[Obj, Obj, str], Obj] = _no_status_fields
     update_children: Callable[[JobContext], list[Action]] = _no_updates

@@ -103,7 +103,7 @@ class ReplicaStatus(TypedDict):
 class EnvVar(TypedDict, total=False):
     name: str
     value: str
-    valueFrom: Obj  # a downward-API fieldRef
+    valueFrom: Obj  # a downward-API fieldRef, a Secret's key
 
 
 class ContainerPort(TypedDict):

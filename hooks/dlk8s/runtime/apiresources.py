@@ -45,6 +45,8 @@ _BUILTIN: Final = (
     Resource("v1", "Pod", "pods"),
     Resource("v1", "Service", "services"),
     Resource("v1", "ConfigMap", "configmaps"),
+    # A Caffe2 MASTER's redis password: created, never read (Create.fresh).
+    Resource("v1", "Secret", "secrets"),
     Resource("v1", "Event", "events"),
     Resource("v1", "Node", "nodes", namespaced=False),
     Resource("apps/v1", "Deployment", "deployments"),

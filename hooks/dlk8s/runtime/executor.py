@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import secrets
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor as Pool
@@ -60,6 +61,8 @@ GROUP_OF_KIND = {res.kind: group for group, res in OWNED_RESOURCES.items()}
 # Jobs remembered as being in a namespace being deleted: far more than are
 # torn down at once; one forgotten only tries one create again.
 MAX_DOOMED: Final = 4096
+# Random bytes of each value a Secret is created with (Create.fresh): 256 bits.
+FRESH_BYTES: Final = 32
 
 
 class NamespaceDeletedError(TerminalError):
@@ -112,6 +115,8 @@ class Outcome:
     # caches were behind the API server when the pass decided, and it may
     # have counted them as lost (list.append is atomic: no lock).
     existed: list[str] = field(default_factory=list)
+    # Creates of any kind that found their object there: no "Created" event.
+    found: list[Create] = field(default_factory=list)
 
 
 class Executor:
@@ -161,7 +166,7 @@ class Executor:
             if err is not None:
                 _note_failure(outcome, action, err)
             elif isinstance(action, (Create, Delete, ReplaceStatus)) and action.event is not None:
-                done.append(action.event)
+                done += [] if any(action is f for f in outcome.found) else [action.event]
         self.send_events(job, done)
         return outcome
 
@@ -210,8 +215,10 @@ class Executor:
             changed = False
             try:
                 changed = self._apply(job, action)
-                if isinstance(action, Create) and action.obj["kind"] == "Pod" and not changed:
-                    outcome.existed.append(action.obj["metadata"]["name"])
+                if isinstance(action, Create) and not changed:
+                    outcome.found.append(action)
+                    if action.obj["kind"] == "Pod":
+                        outcome.existed.append(action.obj["metadata"]["name"])
             except NamespaceTerminatingError as err:
                 # The namespace, and the job with it, are going away.
                 namespace = job["metadata"]["namespace"]
@@ -228,6 +235,8 @@ class Executor:
     def _apply(self, job: dict[str, Any], action: Action) -> bool:
         """Carry out one action; whether it changed something the caches will show."""
         if isinstance(action, Create):
+            if action.fresh:
+                return create_fresh_secret(self.api, action.obj, action.fresh)
             return self._create(job, action.obj)
         if isinstance(action, Delete):
             return self._delete(
@@ -304,6 +313,20 @@ def create_child(api: ChildApi, job_uid: str, obj: dict[str, Any]) -> bool:
             "delete or rename it so the job can create its own"
         )
     return False
+
+
+def create_fresh_secret(api: ChildApi, obj: dict[str, Any], keys: tuple[str, ...]) -> bool:
+    """Create a Secret with a fresh random value under each of `keys`: True
+    if created now, False if one of that name is there. That one is not read
+    (the operator may create Secrets, not read them): its pods use it as it
+    is, and only someone who may write Secrets in the namespace could have
+    put it there."""
+    made = {key: secrets.token_urlsafe(FRESH_BYTES) for key in keys}
+    try:
+        api.create(obj | {"stringData": made})
+    except AlreadyExistsError:
+        return False
+    return True
 
 
 def controlled_by(obj: object, uid: str) -> bool:

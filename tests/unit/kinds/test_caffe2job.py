@@ -8,6 +8,7 @@ copied from an output.
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -61,11 +62,24 @@ def sidecar(pod: dict[str, Any], name: str = "redis") -> dict[str, Any]:
 
 
 def redis_command(port: int) -> list[str]:
-    return ["redis-server", "--port", str(port), "--protected-mode", "no", "--save", ""]
+    return ["redis-server", "--port", str(port), "--requirepass", "$(REDIS_PASSWORD)", "--save", ""]
+
+
+def password_from(secret: str) -> dict[str, Any]:
+    """The variable REDIS_PASSWORD as read from the job's Secret."""
+    return {
+        "name": "REDIS_PASSWORD",
+        "valueFrom": {"secretKeyRef": {"name": secret, "key": "password"}},
+    }
 
 
 def env(pod: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in container(pod).get("env", [])}
+    """The main container's plain variables."""
+    return {e["name"]: e["value"] for e in container(pod).get("env", []) if "value" in e}
+
+
+def secret_env(pod: dict[str, Any], name: str = "caffe2") -> list[dict[str, Any]]:
+    return [e for e in container(pod, name).get("env", []) if "valueFrom" in e]
 
 
 def running(job: dict[str, Any]) -> World:
@@ -133,6 +147,9 @@ def test_redis_example_labels_host_network_and_no_redis_of_our_own() -> None:
     assert container(pod)["resources"] == {"limits": {"nvidia.com/gpu": 2}}
     assert container(pod)["command"] == ["python", "resnet50_trainer.py"]
     assert ("Service", "example-job-redis") not in made
+    # The server is the user's: its password, if any, too.
+    assert ("Secret", "example-job-redis") not in made
+    assert secret_env(pod) == []
 
 
 def test_a_dns_policy_of_the_template_is_kept() -> None:
@@ -153,7 +170,9 @@ def test_redis_in_master_example_adds_the_redis_container_and_its_service() -> N
     made = children(seed("caffe2job-redis-in-master.yaml"))
     pods = [f"{IN_MASTER}-master-0", f"{IN_MASTER}-worker-0", f"{IN_MASTER}-worker-1"]
     assert sorted(made) == sorted(
-        [("Pod", p) for p in pods] + [("Service", p) for p in pods] + [("Service", REDIS_SERVICE)]
+        [("Pod", p) for p in pods]
+        + [("Service", p) for p in pods]
+        + [("Service", REDIS_SERVICE), ("Secret", REDIS_SERVICE)]
     )
     master = made[("Pod", f"{IN_MASTER}-master-0")]
     # A native sidecar: up before caffe2 starts, stopped by the kubelet once
@@ -164,6 +183,7 @@ def test_redis_in_master_example_adds_the_redis_container_and_its_service() -> N
         "name": "redis",
         "image": "redis:7.2-alpine",
         "command": redis_command(6379),
+        "env": [password_from(REDIS_SERVICE)],
         "restartPolicy": "Always",
         "ports": [{"name": "redis", "containerPort": 6379, "protocol": "TCP"}],
         "securityContext": {
@@ -190,6 +210,56 @@ def test_redis_in_master_example_adds_the_redis_container_and_its_service() -> N
         },
         "ports": [{"name": "redis", "port": 6379, "targetPort": 6379, "protocol": "TCP"}],
     }
+
+
+def secret_creates(result: Any) -> list[Create]:
+    return [a for a in result.actions if isinstance(a, Create) and a.obj["kind"] == "Secret"]
+
+
+def test_the_password_is_a_secret_made_fresh_with_the_pods_and_owned_by_the_job() -> None:
+    job = caffe2job({"MASTER": 1, "WORKER": 1}, backendType="redis")
+    first = reconcile(copy.deepcopy(job), Observed(), CONFIG, NOW)
+    [create] = secret_creates(first)
+    # Values the I/O side makes as it creates it; none in the manifest.
+    assert create.fresh == ("password",)
+    assert create.obj == {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": "j-redis",
+            "namespace": "ns",
+            "labels": {
+                "dlk8s.io/job-name": "j",
+                "dlk8s.io/job-kind": "caffe2job",
+                "dlk8s.io/runtime-id": create.obj["metadata"]["labels"]["dlk8s.io/runtime-id"],
+                "dlk8s.io/replica-type": "redis",
+                "dlk8s.io/replica-index": "0",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "dlk8s.io/v1alpha1",
+                    "kind": "Caffe2Job",
+                    "name": "j",
+                    "uid": UID,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "type": "Opaque",
+        "immutable": True,
+    }
+    # It goes before the pods that read it.
+    kinds = [a.obj["kind"] for a in first.actions if isinstance(a, Create)]
+    assert kinds.index("Secret") < kinds.index("Pod")
+
+
+def test_the_secret_goes_with_every_pass_that_creates_pods_and_no_other() -> None:
+    world = running(caffe2job({"MASTER": 1, "WORKER": 1}, backendType="redis"))
+    assert secret_creates(world.step()) == []
+    world.vanish("j-worker-0")  # deleted by someone: made again
+    passes = [world.step() for _ in range(2)]
+    assert [len(secret_creates(p)) for p in passes] == [1, 0], [p.actions for p in passes]
 
 
 def test_the_redis_image_is_the_controller_configs() -> None:
@@ -232,6 +302,7 @@ def test_redis_in_master_example_shards_count_the_master_first() -> None:
             "cluster": cluster,
             "task": {"type": role.lower(), "index": index},
         }
+        assert secret_env(pod) == [password_from(REDIS_SERVICE)]
         labels = pod["metadata"]["labels"]
         assert seed_labels(IN_MASTER, role, index, shard).items() <= labels.items()
         assert container(pod)["securityContext"] == {"capabilities": {"add": ["ALL"]}}
@@ -248,10 +319,14 @@ def test_redis_in_master_on_another_port_and_with_the_users_own_server() -> None
 
     own = {"name": "redis", "image": "mirror.local/redis:7"}
     job["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"].append(own)
-    master = children(job)[("Pod", "j-master-0")]
+    made = children(job)
+    master = made[("Pod", "j-master-0")]
     assert master["spec"]["containers"][1] == own
     assert [c["name"] for c in master["spec"]["containers"]] == ["caffe2", "redis"]
     assert "initContainers" not in master["spec"]
+    # The user's server has the user's settings: no password of ours.
+    assert ("Secret", "j-redis") not in made
+    assert secret_env(master) == secret_env(made[("Pod", "j-worker-0")]) == []
 
 
 def test_a_redis_init_container_of_the_template_is_kept_and_ours_goes_after_the_others() -> None:

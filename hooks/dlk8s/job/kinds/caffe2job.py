@@ -6,7 +6,8 @@ shards find each other through a rendezvous backend (spec.backendSpecs):
 - redis without a host: the operator adds a `redis` server to the MASTER
   pod, as a native sidecar (an init container with restartPolicy Always),
   and a Service `{job}-redis` in front of it, and points every shard at
-  that Service;
+  that Service; the server asks for a password, made for the job in a
+  Secret `{job}-redis` that every shard reads as REDIS_PASSWORD;
 - nfs: a directory every shard shares (nfsPath); with nfsServer and
   nfsServerPath the operator mounts that export there in every shard,
   otherwise the pod templates must mount something at nfsPath.
@@ -26,10 +27,11 @@ from dlk8s.job.children import (
     containers_named,
     headless_service,
     restricted_security_context,
+    secret,
     service_dns,
 )
-from dlk8s.job.env import cluster_config, set_env
-from dlk8s.job.kind import JobContext, Slot
+from dlk8s.job.env import cluster_config, secret_refs, set_env
+from dlk8s.job.kind import JobContext, PodSecret, Slot
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
 from dlk8s.job.names import GROUP
 from dlk8s.job.naming import child_name, label_value
@@ -64,6 +66,10 @@ DEFAULT_REDIS_PORT: Final = 6379
 # (another image, resources).
 REDIS_CONTAINER: Final = "redis"
 REDIS_USER: Final = 999  # redis in the official images
+# The password of the redis the operator adds: a key of the Secret
+# `{job}-redis`, which the shards and the server read as this variable.
+PASSWORD_KEY: Final = "password"
+PASSWORD_ENV: Final = "REDIS_PASSWORD"
 NFS_VOLUME: Final = "dlk8s-caffe2-rendezvous"
 BACKEND_PATH: Final = "spec.backendSpecs"
 
@@ -179,6 +185,26 @@ def redis_service_name(ctx: JobContext) -> str:
     return child_name(ctx.job.name, "redis")
 
 
+def redis_secret_name(ctx: JobContext) -> str:
+    return child_name(ctx.job.name, "redis")
+
+
+def own_redis(ctx: JobContext) -> bool:
+    """Whether the operator adds the redis server, and so its password: not
+    when the MASTER template brings its own `redis` (its settings, its auth)."""
+
+    def decide() -> bool:
+        master = next((slot for slot in ctx.slots if slot.role == MASTER), None)
+        spec = as_dict(master.replica.template.get("spec")) if master else {}
+        return _backend(ctx).redis_in_master and not _has_container(spec, REDIS_CONTAINER)
+
+    return bool(ctx.remember("caffe2_own_redis", decide))
+
+
+def password_env(ctx: JobContext) -> dict[str, tuple[str, str]]:
+    return {PASSWORD_ENV: (redis_secret_name(ctx), PASSWORD_KEY)} if own_redis(ctx) else {}
+
+
 def backend_env(ctx: JobContext, settings: Backend) -> dict[str, str]:
     if settings.type == NFS:
         return {"FILE_STORE_PATH": settings.nfs_path}
@@ -218,10 +244,9 @@ def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
     values = caffe2_env(ctx, slot)
     mains = containers_named(spec, CONTAINER)
     for container in mains:
-        set_env(container, values)
-    runs_redis = slot.role == MASTER and settings.redis_in_master
-    if runs_redis and not _has_container(spec, REDIS_CONTAINER):
-        redis = _redis(settings.redis_port, ctx.config.redis_image)
+        set_env(container, values, secrets=password_env(ctx))
+    if slot.role == MASTER and own_redis(ctx):
+        redis = _redis(settings.redis_port, ctx.config.redis_image, password_env(ctx))
         spec["initContainers"] = [*as_list(spec.get("initContainers")), redis]
     if settings.type == NFS and settings.nfs_server:
         _mount_nfs(spec, mains, settings)
@@ -248,7 +273,7 @@ def _has_container(spec: Obj, name: str) -> bool:
     )
 
 
-def _redis(port: int, image: str) -> Container:
+def _redis(port: int, image: str, password: dict[str, tuple[str, str]]) -> Container:
     """The redis server beside the MASTER; its image is the controller
     config's images.redis (the chart's config.images.redis).
 
@@ -262,12 +287,22 @@ def _redis(port: int, image: str) -> Container:
     return {
         "name": REDIS_CONTAINER,
         "image": image,
-        # Protected mode would refuse the other pods: there is no password.
+        # The password from the environment (the kubelet expands $(...));
+        # redis shows its command line as "redis-server *:port" once started.
         # --save "": a rendezvous needs no snapshot, and with the default
         # save points redis 7 snapshots on SIGTERM, and where it may not
         # write (a read-only root, an image whose working directory is not
         # its user's) refuses to stop until it is killed a grace period later.
-        "command": ["redis-server", "--port", str(port), "--protected-mode", "no", "--save", ""],
+        "command": [
+            "redis-server",
+            "--port",
+            str(port),
+            "--requirepass",
+            f"$({PASSWORD_ENV})",
+            "--save",
+            "",
+        ],
+        "env": secret_refs(password),
         "restartPolicy": "Always",
         "ports": [{"name": REDIS, "containerPort": port, "protocol": "TCP"}],
         # The image's own redis user, which owns its working directory /data.
@@ -277,6 +312,13 @@ def _redis(port: int, image: str) -> Container:
 
 def _backend(ctx: JobContext) -> Backend:
     return ctx.remember("caffe2_backend", lambda: backend(ctx.job.raw))
+
+
+def secrets(ctx: JobContext) -> list[PodSecret]:
+    """The redis password, made as the Secret is created."""
+    if not own_redis(ctx):
+        return []
+    return [PodSecret(secret(ctx, redis_secret_name(ctx), REDIS), (PASSWORD_KEY,))]
 
 
 def extras(ctx: JobContext) -> list[Obj]:
@@ -291,5 +333,11 @@ def extras(ctx: JobContext) -> list[Obj]:
 
 
 CAFFE2JOB: Final = replica_specs_kind(
-    "Caffe2Job", RULES, "caffe2-port", checks, decorate_pod=decorate_pod, extras=extras
+    "Caffe2Job",
+    RULES,
+    "caffe2-port",
+    checks,
+    decorate_pod=decorate_pod,
+    extras=extras,
+    secrets=secrets,
 )

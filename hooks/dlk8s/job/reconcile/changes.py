@@ -43,8 +43,13 @@ def changes(
     pods = [_build_pod(ctx, v.slot, restarts) for v in creating]
     others, unwanted = _other_children(ctx, views)
     leftover = [(pod.obj, POD) for pod in strays if not pod.terminating]
+    # The Secrets the pods read go with every pass that creates pods, not
+    # only the first: they are never watched, so a pass cannot tell whether
+    # they exist, and a create that finds one is a success (Create.fresh).
+    secrets = ctx.kind.secrets(ctx) if pods else []
     actions = (
         _deletes(leftover, "it matches no replica of the spec")
+        + [a for s in secrets for a in create_actions(s.manifest, s.fresh)]
         + [a for obj in pods + others for a in create_actions(obj)]
         + _deletes(unwanted, "the spec no longer asks for it")
     )
