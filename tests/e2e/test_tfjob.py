@@ -339,6 +339,24 @@ def test_tensorboard_comes_and_goes_with_the_job(cluster: LocalCluster, namespac
     )
 
 
+def test_a_tensorboard_outside_the_cluster_is_refused_at_apply(
+    cluster: LocalCluster, namespace: str
+) -> None:
+    """The chart's tensorboard.serviceTypes is [ClusterIP] by default, and
+    its policy tells the user at once; ClusterIP is let through."""
+    job = example("tfjob-tensorboard-azure.yaml")
+    for kind in ("LoadBalancer", "NodePort"):
+        job["spec"]["tensorboard"]["serviceType"] = kind
+        refused = cluster.kubectl(
+            "apply", "-n", namespace, "-f", "-", input=json.dumps(job), check=False
+        )
+        assert refused.returncode != 0, f"a TensorBoard of type {kind} was let through"
+        assert f"serviceType {kind} is not allowed here" in refused.stderr, refused.stderr
+        assert "of type ClusterIP only" in refused.stderr, refused.stderr
+    job["spec"]["tensorboard"]["serviceType"] = "ClusterIP"
+    apply(cluster, namespace, job)
+
+
 def test_deleting_a_job_removes_all_children(cluster: LocalCluster, namespace: str) -> None:
     apply(cluster, namespace, example("tfjob.yaml"))
     wait_for_pods(cluster, namespace, "example-job", SEED_PODS)
