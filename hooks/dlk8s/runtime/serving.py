@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -118,6 +119,15 @@ class _Server(ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up before its answer (a probe timed out, a
+        # scraper gone) is its own business: socketserver would print a
+        # traceback to stderr for each. Anything else still says what broke.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            log.debug("client hung up", extra={"target": str(client_address)})
+            return
+        super().handle_error(request, client_address)
 
     def finish_request(self, request: Any, client_address: Any) -> None:
         # In the connection's own thread, never in the one that accepts:

@@ -5,10 +5,13 @@ dropped, and a metrics port held by idle clients leaves the probes alone."""
 from __future__ import annotations
 
 import http.client
+import logging
 import socket
 import ssl
+import struct
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -133,3 +136,25 @@ def test_stop_does_not_wait_for_a_client_that_says_nothing(cert_dir: Path) -> No
         half.setblocking(False)
         with pytest.raises(BlockingIOError):
             half.recv(1)  # nothing to read, and no end of stream: still open
+
+
+def test_a_client_that_hangs_up_before_its_answer_prints_no_traceback(
+    servers: tuple[MetricsServer, ProbeServer],
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A probe that timed out, a scraper gone: socketserver would print a
+    traceback for each to stderr; the operator notes it at debug level."""
+    _, probes = servers
+    caplog.set_level(logging.DEBUG, logger=serving.log.name)
+    with socket.create_connection(("127.0.0.1", probes.port)) as client:
+        client.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        # Closed with a reset instead of a FIN: the server's read or its
+        # answer fails with ECONNRESET or EPIPE.
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    deadline = time.monotonic() + 10
+    while not any(r.getMessage() == "client hung up" for r in caplog.records):
+        assert time.monotonic() < deadline, "the server never noticed the client left"
+        time.sleep(0.05)
+    assert "Traceback" not in capfd.readouterr().err
+    assert get(f"http://127.0.0.1:{probes.port}/healthz")[0] == 200
