@@ -6,10 +6,10 @@ process (``unshare --pid --mount --net --fork``) whose PID 1 is
 nodeinit.py:
 
 - **PID namespace**: containerd, its shims, every container, kubelet,
-  kube-proxy, CoreDNS and kube-network-policies run in it. When its PID 1 dies the kernel kills all
-  of them, so nothing outlives the node, however it stops. The holder dies
-  with the process that started it (``PR_SET_PDEATHSIG``), and takes PID 1
-  with it (``unshare --kill-child``).
+  kube-proxy, CoreDNS and kube-network-policies run in it. When its PID 1
+  dies the kernel kills all of them, so nothing outlives the node, however
+  it stops. The holder dies with the process that started it
+  (``PR_SET_PDEATHSIG``), and takes PID 1 with it (``unshare --kill-child``).
 - **cgroup namespace**, rooted at the node's cgroups (``<tag>`` below this
   process's own cgroup in every hierarchy): containerd's cgroups for pods
   (``/k8s.io/<id>`` as the node sees them) are nested there on the host.
@@ -707,7 +707,8 @@ class RealNode:
             count = len(host.processes_of(self.root, self.tag, self.netns_inode))
             removed.append(
                 f"the real node's {count} processes (containerd, kubelet, kube-proxy, "
-                "CoreDNS, the pods) and its network, mount and PID namespaces"
+                "CoreDNS, kube-network-policies, the pods) and its network, mount and PID "
+                "namespaces"
             )
         self._end_processes()
         if not self.tag:
