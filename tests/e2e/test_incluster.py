@@ -288,7 +288,11 @@ def test_a_new_operator_pod_takes_over_and_runs_a_job_submitted_meanwhile(
 
 RENDEZVOUS = """
 import os, time, redis
-server = redis.Redis(host=os.environ["REDIS_HOST"], port=int(os.environ["REDIS_PORT"]))
+server = redis.Redis(
+    host=os.environ["REDIS_HOST"],
+    port=int(os.environ["REDIS_PORT"]),
+    password=os.environ["REDIS_PASSWORD"],  # the job's Secret: the server asks for it
+)
 for _ in range(100):
     try:
         server.set("shard", os.environ["SHARD_ID"])
