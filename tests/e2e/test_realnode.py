@@ -1,29 +1,25 @@
 """The real node: real containers beside the kwok nodes, on this machine only.
 
 Pods run from images built here (no registry), print to logs the API server
-reads through the kubelet, resolve Services through CoreDNS, reach each other
-and the API server through kube-proxy, and a stopped or killed node leaves
-nothing behind.
+reads through the kubelet, resolve Services through CoreDNS, and reach each
+other and the API server through kube-proxy. All on the session's real node,
+beside the jobs that train there. That a stopped or killed node leaves
+nothing behind is tests/e2e/test_stopping.py's: each of its runs has a pod
+running on its real node.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
-import sys
 import textwrap
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dlk8s_dev.leftovers import clean_dead_runs
-from dlk8s_dev.localcluster import LocalCluster, leftover_processes
+from dlk8s_dev.localcluster import LocalCluster
 from dlk8s_dev.realnode import RealNode
 
 from .helpers import get_json, temporary_namespace, wait_until
@@ -290,87 +286,3 @@ def test_no_dial_into_the_cluster_ranges_leaves_the_machine(real_cluster: LocalC
         with pytest.raises(OSError, match=r"No route to host|Network is unreachable"):
             probe.connect((address, 443))
         probe.close()
-
-
-# -- leaving nothing behind --------------------------------------------------------------
-
-CRASHING_RUN = """
-import json, sys, time
-from dlk8s_dev.localcluster import LocalCluster
-c = LocalCluster(real_node=True)
-c.start()
-node = c.node
-pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-       "spec": {**node.pod_placement(), "containers": [{"name": "m", "image": node.image("base"),
-                "imagePullPolicy": "Never", "command": ["sleep", "3600"]}]}}
-c.kubectl("apply", "-f", "-", input=json.dumps(pod))
-c.kubectl("wait", "pod/p", "--for=condition=Ready", "--timeout=300s")
-print(json.dumps({"workdir": str(c.workdir), "root": str(node.root), "tag": node.tag,
-                  "veth": node.host_veth, "dummy": node.host_dummy, "cidr": node.pod_cidr,
-                  "netns": node.netns_inode}), flush=True)
-time.sleep(3600)
-"""
-
-
-def test_a_killed_run_leaves_nothing_running_and_the_next_start_cleans_up() -> None:
-    """SIGKILL the process that runs a cluster with a real node and a running pod."""
-    from dlk8s_dev.localcluster import DEFAULT_TOOLS_BIN
-    from dlk8s_dev.realnode import missing_requirements
-
-    missing = missing_requirements(DEFAULT_TOOLS_BIN)
-    if missing:
-        pytest.skip(f"a real node needs {missing}")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CRASHING_RUN],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        if not line:
-            pytest.fail(f"the run did not start: {proc.communicate(timeout=30)[1][-3000:]}")
-        info = json.loads(line)
-    finally:
-        if proc.poll() is None:  # a run that died by itself was reaped above
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-    # Dead with their parent, by the kernel: every process, mount, netns and veth.
-    node = RealNode()
-    node.tag, node.root, node.host_veth = info["tag"], Path(info["root"]), info["veth"]
-    node.host_dummy = info["dummy"]
-    node.pod_cidr, node.netns_inode = info["cidr"], info["netns"]
-
-    def only_files_left() -> bool:
-        left = node.leftovers()
-        # The dummy link holding the API address is inert and goes at the next start.
-        return not leftover_processes(info["workdir"]) and set(left) <= {
-            "cgroups",
-            "folders",
-            "links",
-        }
-
-    wait_until(only_files_left, timeout=30, what="the killed run's processes to die")
-    # What stays on disk (the folder, empty cgroups) goes with the next start.
-    # (Any run starting meanwhile on this machine may have cleaned up first.)
-    clean_dead_runs()
-    assert node.leftovers() == {}
-    assert not Path(info["workdir"]).exists()
-
-
-def test_stop_leaves_nothing(tmp_path: Path) -> None:
-    """An orderly stop, with pods running, removes everything the node made."""
-    cluster = LocalCluster(real_node=True)
-    cluster.start()
-    node = node_of(cluster)
-    try:
-        python_pod(cluster, "default", "runner", "import time; time.sleep(3600)")
-        cluster.kubectl("wait", "pod/runner", "--for=condition=Ready", "--timeout=60s")
-        assert node.leftovers().keys() >= {"processes", "folders", "links", "cgroups"}
-    finally:
-        began = time.monotonic()
-        cluster.stop()
-        print(f"\n[realnode] stop took {time.monotonic() - began:.1f}s")
-    assert node.leftovers() == {}
-    assert not leftover_processes(str(cluster.workdir))

@@ -1,14 +1,15 @@
 """`make cluster` stops on signals, leaving nothing; a killed run's leftovers go at the next start.
 
-Each run here is a real one, with its real node: `make cluster` as a user
-starts it, or `python -m dlk8s_dev.clustercli` for the run killed with
-SIGKILL. What a run has on the machine is read by tests/e2e/footprint.py,
+Each run here is a real one, with its real node and a pod running on it:
+`make cluster` as a user starts it, or `python -m dlk8s_dev.clustercli` for
+the run killed with SIGKILL. What a run has on the machine is read by tests/e2e/footprint.py,
 which tells it apart from whatever else runs on the machine.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import select
@@ -25,13 +26,22 @@ from pathlib import Path
 import pytest
 
 from dlk8s_dev import runs
-from dlk8s_dev.localcluster import DEFAULT_TOOLS_BIN, REPO_ROOT, LocalCluster, missing_tools
+from dlk8s_dev.images import base_image
+from dlk8s_dev.localcluster import (
+    DEFAULT_TOOLS_BIN,
+    REAL_NAMESPACE,
+    REPO_ROOT,
+    LocalCluster,
+    missing_tools,
+)
 from dlk8s_dev.realnode import missing_requirements
 
 from .footprint import Run, footprint, read_machine
 from .helpers import wait_until
 
 UP = "the cluster is up"
+# The command of run_a_pod's container, as the footprint shows it.
+SLEEPER = "sleep 3600"
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -82,6 +92,39 @@ class Launched:
         self.proc.wait(timeout=30)
 
 
+def run_a_pod(launched: Launched) -> None:
+    """A pod running on the run's real node, made as its output tells a user
+    to: its container is part of what must go when the run ends."""
+    exported = next(line for line in launched.lines if line.startswith("export KUBECONFIG="))
+    env = clean_env(KUBECONFIG=exported.split("=", 1)[1])
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "sleeper", "namespace": REAL_NAMESPACE},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": base_image().local_name,
+                    "imagePullPolicy": "Never",
+                    "command": SLEEPER.split(),
+                }
+            ],
+        },
+    }
+    kubectl = str(DEFAULT_TOOLS_BIN / "kubectl")
+    for argv in (
+        [kubectl, "apply", "-f", "-"],
+        [kubectl, "wait", "pod/sleeper", "-n", REAL_NAMESPACE, "--for=condition=Ready",
+         "--timeout=300s"],
+    ):  # fmt: skip
+        done = subprocess.run(
+            argv, input=json.dumps(pod), env=env, capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
 def needs_a_real_node() -> None:
     missing = missing_tools() + missing_requirements(DEFAULT_TOOLS_BIN)
     if missing:
@@ -127,10 +170,12 @@ def test_make_cluster_stops_on_a_signal_and_leaves_nothing(sig: int, presses: in
     make = Launched(["make", "-s", "--no-print-directory", "cluster"], clean_env())
     try:
         make.wait_for(UP, 900)
+        run_a_pod(make)
         run = Run(make.run_pid(), session=make.proc.pid).learn(read_machine())
         up = footprint(read_machine(), run)
         for kind in ("processes", "links", "netns", "dirs", "cgroups"):
             assert up[kind], f"the footprint sees no {kind} of the running cluster: {up}"
+        assert any(SLEEPER in p for p in up["processes"]), up["processes"]
         if presses >= 3:
             # The node's stop waits (5 s) for a kubelet that does not end.
             for pid, cmd in runs.processes_mentioning(f"dlk8s-node-{run.pid}-"):
@@ -184,6 +229,7 @@ def test_the_next_start_removes_what_a_killed_run_left_and_nothing_of_a_live_one
     try:
         live.wait_for(UP, 300)
         victim.wait_for(UP, 900)
+        run_a_pod(victim)
         kept = sorted(scratch.glob(f"dlk8s-*-{live.proc.pid}-*"))
         left = sorted(scratch.glob(f"dlk8s-*-{victim.proc.pid}-*"))
         assert len(kept) == 1, kept
@@ -193,6 +239,8 @@ def test_the_next_start_removes_what_a_killed_run_left_and_nothing_of_a_live_one
         reused.mkdir()
         runs.mark(reused, runs.Owner(live.proc.pid, start=1, boot=runs.me().boot))
         gone = Run(victim.proc.pid, session=victim.proc.pid).learn(read_machine())
+        running = footprint(read_machine(), gone)["processes"]
+        assert any(SLEEPER in p for p in running), running
         os.kill(victim.proc.pid, signal.SIGKILL)
         victim.proc.wait(timeout=30)
         wait_until(
