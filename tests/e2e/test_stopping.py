@@ -2,8 +2,9 @@
 
 Each run here is a real one, with its real node and a pod running on it:
 `make cluster` as a user starts it, or `python -m dlk8s_dev.clustercli` for
-the run killed with SIGKILL. What a run has on the machine is read by tests/e2e/footprint.py,
-which tells it apart from whatever else runs on the machine.
+the run killed with SIGKILL. What a run has on the machine is read by
+tests/e2e/footprint.py, which tells it apart from whatever else runs on the
+machine.
 """
 
 from __future__ import annotations
