@@ -471,6 +471,13 @@ def test_templates_place_every_pod_on_the_tainted_node_and_the_autoscaler_sizes_
     # 500m on the 2 CPUs; the other nodes' 16 CPUs are not the job's to use,
     # so the autoscaler grows it to 2 and no further (a third would pend).
     running_trainers(cluster, "placed", 2)
+    # The status says so at the operator's next pass, which may come after
+    # the second trainer runs (run 31: the first look saw trainers 1).
+    wait_until(
+        lambda: job_status(cluster, NAMESPACE, "PaddleJob", "placed").get("trainers") == 2,
+        timeout=60,
+        what="the status to count 2 trainers",
+    )
 
     def two_trainers() -> None:
         assert set(trainers_of(cluster, "placed")) == {"placed-trainer-0", "placed-trainer-1"}
