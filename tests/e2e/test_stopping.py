@@ -114,16 +114,16 @@ def run_a_pod(launched: Launched) -> None:
             ],
         },
     }
-    kubectl = str(DEFAULT_TOOLS_BIN / "kubectl")
-    for argv in (
-        [kubectl, "apply", "-f", "-"],
-        [kubectl, "wait", "pod/sleeper", "-n", REAL_NAMESPACE, "--for=condition=Ready",
-         "--timeout=300s"],
-    ):  # fmt: skip
+
+    def kubectl(*args: str, given: str | None = None) -> None:
         done = subprocess.run(
-            argv, input=json.dumps(pod), env=env, capture_output=True, text=True, check=False
-        )
+            [str(DEFAULT_TOOLS_BIN / "kubectl"), *args],
+            input=given, env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
+
+    kubectl("apply", "-f", "-", given=json.dumps(pod))
+    kubectl("wait", "pod/sleeper", "-n", REAL_NAMESPACE, "--for=condition=Ready", "--timeout=300s")
 
 
 def needs_a_real_node() -> None:
