@@ -350,6 +350,29 @@ def test_the_others_ends_get_a_moment_to_be_reported_after_the_masters() -> None
     assert w.step().status["reason"] == "OtherReplicasFailed"
 
 
+def test_each_end_reported_gives_the_others_the_moment_again() -> None:
+    """The crashes that end a job come together and are reported late
+    together (run 31 of issue 43: an MXJob's SCHEDULER reported 2.4 s after
+    its end, one WORKER 2 s later, the other later still): the moment runs
+    from the last end reported, so the verdict names every one of them."""
+    w = world()
+    w.exit(MASTER, 0, at=w.now - timedelta(seconds=3))
+    assert w.step().requeue_after == SETTLE_SECONDS - 3
+    w.later(1)
+    w.exit(WORKER, 1, at=w.now)
+    result = w.step()
+    assert (result.status["state"], result.requeue_after) == ("Running", SETTLE_SECONDS)
+    w.later(SETTLE_SECONDS - 1)  # past the MASTER's moment, within the WORKER's
+    w.exit(PS0, 1, at=w.now - timedelta(seconds=1))
+    result = w.step()
+    assert (result.status["state"], result.requeue_after) == ("Running", SETTLE_SECONDS - 1)
+    w.later(SETTLE_SECONDS - 1)
+    message = condition_message(w.step().status, "Failed")
+    assert "but 2 other replica(s) failed for good" in message, message
+    assert f"WORKER 0 (pod {WORKER}, exit code 1)" in message, message
+    assert f"PS 0 (pod {PS0}, exit code 1)" in message, message
+
+
 def test_the_master_s_success_stands_once_the_moment_has_passed() -> None:
     w = world()
     w.exit(MASTER, 0, at=w.now)

@@ -37,8 +37,9 @@ from dlk8s.job.reconcile.view import Verdict
 
 # The role successPolicy AllWorkers waits for (Kubeflow's name for it).
 WORKER: Final = "WORKER"
-# How long after the deciding replica's success the job waits for the other
-# pods still reported running: each kubelet reports each pod's end on its
+# How long after the latest end of a pod of the job, once the deciding
+# replica has succeeded, the job waits for the other pods still reported
+# running: each kubelet reports each pod's end on its
 # own, and workers whose crash made their scheduler end (MXNet's kvstore
 # shuts down cleanly after its workers crash, the scheduler exits 0, and
 # the workers' own exits come a second later, seen on the real node) are
@@ -184,7 +185,8 @@ def _with_late(verdict: Verdict, late: Sequence[SlotView]) -> Verdict:
 
 def settle_wait(ctx: JobContext, views: Sequence[SlotView]) -> float:
     """Seconds the job still gives the ends of its other pods to be reported
-    after its deciding replica succeeded (0: none, or nothing to wait for)."""
+    after its deciding replica succeeded: SETTLE_SECONDS after the latest
+    end of any of its pods (0: none, or nothing to wait for)."""
     job = ctx.job
     deciders = [v for v in views if v.slot.role == ctx.deciding_role]
     if not deciders:
@@ -194,9 +196,13 @@ def settle_wait(ctx: JobContext, views: Sequence[SlotView]) -> float:
     others = [v for v in views if v.slot.role != ctx.deciding_role]
     if not any(v.outcome is not None and v.outcome.phase == RUNNING for v in others):
         return 0.0
-    ended = [v.outcome.finished_at for v in deciders if v.outcome and v.outcome.finished_at]
-    if not ended:
+    if not any(v.outcome and v.outcome.finished_at for v in deciders):
         return 0.0
+    # From the last end reported, not the deciding one's: the crashes that
+    # ended it come together, and each report reaching us restarts the
+    # wait for those still to come (run 31: a SCHEDULER reported 2.4 s late,
+    # one WORKER 2 s after it, the other not before the window closed).
+    ended = [v.outcome.finished_at for v in views if v.outcome and v.outcome.finished_at]
     return max(0.0, (later(max(ended), SETTLE_SECONDS) - job.now).total_seconds())
 
 
