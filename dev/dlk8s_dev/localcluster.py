@@ -32,7 +32,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 
@@ -63,6 +63,31 @@ def own_prefix() -> str:
     return f"{WORKDIR_PREFIX}{os.getpid()}-"
 
 
+# The controllers of kube-controller-manager a dlk8s cluster uses, not all
+# of them: each one enabled watches (the garbage collector and the quota
+# controller every resource) and costs CPU while the cluster lives, idle
+# kcm 1.0 CPU-s a minute with all, 0.55 with these (issue 43). Owner
+# references, namespaces and their ServiceAccounts and CA bundle, the
+# chart's Deployment, Services' endpoints (CoreDNS and kube-proxy on the
+# real node), pod GC, PodDisruptionBudgets (the Eviction API), nodes gone
+# NotReady and NoExecute taints (make chaos), the chart's aggregated roles.
+# No batch Jobs, StatefulSets, DaemonSets, volumes or HPAs run here.
+CONTROLLERS: Final = (
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "endpoints-controller",
+    "endpointslice-controller",
+    "pod-garbage-collector-controller",
+    "disruption-controller",
+    "node-lifecycle-controller",
+    "taint-eviction-controller",
+    "clusterrole-aggregation-controller",
+)
 REQUIRED_TOOLS = (
     "etcd",
     "kube-apiserver",
@@ -537,6 +562,7 @@ class LocalCluster:
                 "--kube-api-burst=1000",
                 "--concurrent-gc-syncs=50",
                 f"--terminated-pod-gc-threshold={self.terminated_pod_gc_threshold}",
+                f"--controllers={','.join(CONTROLLERS)}",
             ],
         )
         self._spawn(
