@@ -18,6 +18,11 @@ exit codes torchrun gave:
 - an elastic job of two WORKERs with `maxRestarts: 3`, whose process in
   WORKER 1 SIGKILLs itself once: both torchruns restart their group and
   rendezvous again, no pod is recreated, and the job succeeds;
+- a program written for Kubeflow's PyTorchJob, started with `python` (no
+  torchrun) on a MASTER and 3 WORKERs, that calls
+  init_process_group("gloo") from the environment the operator gives it:
+  the four ranks exchange tensors around a ring and sum their ranks, and the
+  job is Done;
 - an elastic job of 2 to 3 WORKERs on a node that holds 3: the autoscaler
   grows it to 3, then takes one back for another job's pod; torchrun
   rendezvouses again each time, the processes print the world they see,
@@ -30,6 +35,7 @@ import copy
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,6 +51,8 @@ NPROC = "pytorchjob-nproc"
 FAIL = "pytorchjob-fail"
 KILL = "pytorchjob-kill"
 KILL_AT = 100
+PLAIN = "pytorchjob-plain"
+PLAIN_PROGRAM = Path(__file__).parents[1] / "data" / "pytorch" / "plain_gloo.py"
 GROW, SQUEEZE = "pytorchjob-elastic", "pytorchjob-squeeze"
 STEP_LOSS = re.compile(r"^(\S+) rank (\d+)/(\d+): step (\d+) loss ([0-9.e+-]+)$", re.M)
 WORLD = re.compile(r"^(\S+) rank (\d+)/(\d+): backend cpu:gloo, world size (\d+)$", re.M)
@@ -96,6 +104,25 @@ def kill_job(example: dict[str, Any]) -> dict[str, Any]:
     return variant(example, KILL, 2, args, elasticPolicy=elastic)
 
 
+def plain_job(example: dict[str, Any]) -> list[dict[str, Any]]:
+    """PLAIN_PROGRAM in a ConfigMap of its own, and a MASTER and 3 WORKERs
+    that start it with `python`, as a Kubeflow PyTorchJob's pods do."""
+    code = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"{PLAIN}-code"},
+        "data": {PLAIN_PROGRAM.name: PLAIN_PROGRAM.read_text()},
+    }
+    job = variant(example, PLAIN, 3, [])
+    for entry in job["spec"]["replicaSpecs"]:
+        pod = entry["template"]["spec"]
+        pod["containers"][0]["command"] = ["python", f"/code/{PLAIN_PROGRAM.name}"]
+        for volume in pod["volumes"]:
+            if "configMap" in volume:
+                volume["configMap"]["name"] = code["metadata"]["name"]
+    return [code, job]
+
+
 @pytest.fixture(scope="module")
 def operator(real_cluster: LocalCluster) -> Iterator[OperatorProcess]:
     """Named like conftest's fixture, so a failed test shows this operator's log."""
@@ -113,7 +140,7 @@ def lab(real_cluster: LocalCluster, operator: OperatorProcess) -> Iterator[Lab]:
     recorder = Recorder(real_cluster, namespace, container="pytorch")
     try:
         # The ConfigMap with the program first: every job mounts it.
-        for item in [*docs, nproc_job(example), kill_job(example), fail]:
+        for item in [*docs, nproc_job(example), kill_job(example), fail, *plain_job(example)]:
             apply(real_cluster, namespace, item)
         yield Lab(real_cluster, namespace, recorder, operator)
     finally:
@@ -171,6 +198,24 @@ def test_two_processes_in_each_of_two_pods_see_a_world_of_four(lab: Lab) -> None
     assert len(re.findall(r"done after 0 restarts", master + worker)) == 4, (master, worker)
     for pod in ("master-0", "worker-0"):
         [record] = lab.recorder.of(f"{NPROC}-{pod}")
+        assert record.exit_code == 0, record
+
+
+def test_a_kubeflow_program_started_with_python_meets_its_world_from_the_environment(
+    lab: Lab,
+) -> None:
+    status = ended(lab, PLAIN)
+    assert (status["state"], status.get("restartCount", 0)) == ("Succeeded", 0), status
+    pods = ["master-0", *(f"worker-{i}" for i in range(3))]
+    for rank, pod in enumerate(pods):
+        [record] = lab.recorder.of(f"{PLAIN}-{pod}")
+        log = "\n".join(record.log)
+        # The MASTER is rank 0 and the WORKERs follow in order (Kubeflow's ranks).
+        said = (
+            f"rank {rank}/4: received {(rank - 1) % 4} from the previous rank,"
+            " all_reduce of the ranks 6"
+        )
+        assert said in log, log
         assert record.exit_code == 0, record
 
 
