@@ -151,7 +151,7 @@ def submitted(real_cluster: LocalCluster, operator: OperatorProcess) -> Iterator
 # --- MXNet: dist_sync over ps-lite ---------------------------------------------------
 
 
-def test_mxnet_workers_pull_the_sum_every_worker_pushed(
+def test_mxnet_workers_pull_the_sum_every_worker_pushed_then_train_a_model(
     real_cluster: LocalCluster, submitted: dict[str, str]
 ) -> None:
     ns, job = submitted["mxjob-dist-sync"], "mxjob-dist-sync"
@@ -172,6 +172,16 @@ def test_mxnet_workers_pull_the_sum_every_worker_pushed(
             pushed = (int(rank) + 1) * round_
             line = f"worker {rank}: round {round_} pushed {pushed} pulled sum [{3.0 * round_}]"
             assert line in out, out
+        # Then a Gluon network trained through the same kvstore: the loss
+        # falls a hundredfold and the weights the data came from are found.
+        epochs = [
+            float(x) for x in re.findall(rf"^worker {rank}: epoch \d+ loss (\S+)$", out, re.M)
+        ]
+        assert len(epochs) == 10, out
+        assert epochs[-1] < epochs[0] / 100, out
+        assert re.search(rf"^worker {rank}: trained: largest weight error 0\.0[0-4]", out, re.M), (
+            out
+        )
         assert f"worker {rank}: done" in out, out
     # ps-lite gave the two workers two ranks.
     assert ranks == {"0", "1"}
