@@ -88,6 +88,7 @@ CONTROLLERS: Final = (
     "taint-eviction-controller",
     "clusterrole-aggregation-controller",
 )
+
 REQUIRED_TOOLS = (
     "etcd",
     "kube-apiserver",

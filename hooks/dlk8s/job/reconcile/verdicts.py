@@ -39,13 +39,13 @@ from dlk8s.job.reconcile.view import Verdict
 WORKER: Final = "WORKER"
 # How long after the latest end of a pod of the job, once the deciding
 # replica has succeeded, the job waits for the other pods still reported
-# running: each kubelet reports each pod's end on its
-# own, and workers whose crash made their scheduler end (MXNet's kvstore
-# shuts down cleanly after its workers crash, the scheduler exits 0, and
-# the workers' own exits come a second later, seen on the real node) are
-# reported after it. The seeds' rule waits too: its verdict does not depend
-# on the others, but its message names those that failed, and must not
-# miss one that is merely reported late.
+# running: each kubelet reports each pod's end on its own, and workers
+# whose crash made their scheduler end (MXNet's kvstore shuts down cleanly
+# after its workers crash, the scheduler exits 0, and the workers' own exits
+# come a second later, seen on the real node) are reported after it. The
+# seeds' rule waits too: its verdict does not depend on the others, but its
+# message names those that failed, and must not miss one that is merely
+# reported late.
 SETTLE_SECONDS: Final = 5.0
 # How long a failed deciding pod of a group-ending kind waits for the rest
 # of its group, while any of it still runs, and how long before the group's
