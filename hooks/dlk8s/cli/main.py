@@ -186,7 +186,8 @@ RUN_FLAGS: Final = (
         "--autoscaler",
         "AUTOSCALER",
         "true",
-        "move elastic PaddleJobs' trainer counts with the cluster's free resources"
+        "move elastic PaddleJobs' trainer and PyTorchJobs' worker counts with the cluster's"
+        " free resources"
         " (needs to read nodes and every pod)",
         _truthy,
         "switch",

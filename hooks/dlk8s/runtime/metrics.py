@@ -127,8 +127,9 @@ def register_jobs_collector(count: Callable[[], dict[tuple[str, str], int]]) -> 
 
 AUTOSCALER_CHANGES = Counter(
     "dlk8s_autoscaler_changes_total",
-    "Trainer count changes the autoscaler made, by direction (up, down, or"
-    " admitted: a gated job given its count).",
+    "Changes the autoscaler made to an elastic job's count (a PaddleJob's"
+    " trainers, a PyTorchJob's workers), by direction (up, down, or admitted:"
+    " a gated job given its count).",
     ["direction"],
 )
 AUTOSCALER_PASS_SECONDS = Histogram(
