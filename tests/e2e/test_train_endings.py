@@ -27,7 +27,15 @@ from dlk8s_dev.localcluster import REPO_ROOT, LocalCluster
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
 from .helpers import job_status, pods_of, wait_until
-from .training import POLICIES, delete_namespaces, kustomized, real_namespace, replica, without
+from .training import (
+    POLICIES,
+    delete_namespaces,
+    kustomized,
+    real_namespace,
+    replica,
+    with_program,
+    without,
+)
 
 PROGRAMS = REPO_ROOT / "tests" / "data" / "endings"
 TIMEOUT = 300
@@ -35,28 +43,9 @@ MX, TF, SEEDS = "mx-crash", "tf-dies", "tf-dies-seeds-rule"
 RELEASE = "train-endings"
 
 
-def with_program(docs: list[dict[str, Any]], name: str, program: str) -> list[dict[str, Any]]:
-    """The example's job and ConfigMap, renamed, running `program` instead of its own."""
-    [code] = [copy.deepcopy(d) for d in docs if d["kind"] == "ConfigMap"]
-    [job] = [copy.deepcopy(d) for d in docs if d["kind"] != "ConfigMap"]
-    code["metadata"]["name"] = f"{name}-code"
-    code["data"] = {program: (PROGRAMS / program).read_text()}
-    job["metadata"]["name"] = name
-    for entry in job["spec"]["replicaSpecs"]:
-        pod = entry.get("template", {}).get("spec")
-        if pod is None:
-            continue
-        pod["containers"][0]["command"] = ["python", f"/code/{program}"]
-        pod["containers"][0]["args"] = []
-        for volume in pod["volumes"]:
-            if "configMap" in volume:
-                volume["configMap"]["name"] = code["metadata"]["name"]
-    return [code, job]
-
-
 def tf_jobs(cluster: LocalCluster) -> list[dict[str, Any]]:
     """A MASTER and one WORKER running worker_dies.py, with and without the seeds' rule."""
-    docs = with_program(kustomized(cluster, "tfjob-train"), TF, "worker_dies.py")
+    docs = with_program(kustomized(cluster, "tfjob-train"), TF, PROGRAMS / "worker_dies.py")
     job = docs[1]
     without(job, "PS")
     replica(job, "WORKER")["replicas"] = 1
@@ -88,7 +77,9 @@ def operator(real_cluster: LocalCluster) -> Iterator[OperatorProcess]:
 def submitted(real_cluster: LocalCluster, operator: OperatorProcess) -> Iterator[str]:
     """The three jobs, in one namespace whose pods all land on the real node."""
     ns = real_namespace(real_cluster, "train-endings")
-    items = with_program(kustomized(real_cluster, "mxjob-dist-sync"), MX, "kvstore_crash.py")
+    items = with_program(
+        kustomized(real_cluster, "mxjob-dist-sync"), MX, PROGRAMS / "kvstore_crash.py"
+    )
     items += tf_jobs(real_cluster)
     try:
         real_cluster.kubectl(

@@ -44,7 +44,15 @@ from dlk8s_dev.localcluster import LocalCluster
 from dlk8s_dev.localdeploy import OperatorProcess
 
 from .helpers import apply, get_or_none, holds_for, wait_until
-from .training import Lab, Recorder, finished, free_cpu, kustomized, local_operator
+from .training import (
+    Lab,
+    Recorder,
+    finished,
+    free_cpu,
+    kustomized,
+    local_operator,
+    with_program,
+)
 
 EXAMPLE = "pytorchjob-ddp"
 NPROC = "pytorchjob-nproc"
@@ -104,23 +112,11 @@ def kill_job(example: dict[str, Any]) -> dict[str, Any]:
     return variant(example, KILL, 2, args, elasticPolicy=elastic)
 
 
-def plain_job(example: dict[str, Any]) -> list[dict[str, Any]]:
-    """PLAIN_PROGRAM in a ConfigMap of its own, and a MASTER and 3 WORKERs
-    that start it with `python`, as a Kubeflow PyTorchJob's pods do."""
-    code = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": f"{PLAIN}-code"},
-        "data": {PLAIN_PROGRAM.name: PLAIN_PROGRAM.read_text()},
-    }
-    job = variant(example, PLAIN, 3, [])
-    for entry in job["spec"]["replicaSpecs"]:
-        pod = entry["template"]["spec"]
-        pod["containers"][0]["command"] = ["python", f"/code/{PLAIN_PROGRAM.name}"]
-        for volume in pod["volumes"]:
-            if "configMap" in volume:
-                volume["configMap"]["name"] = code["metadata"]["name"]
-    return [code, job]
+def plain_job(docs: list[dict[str, Any]], example: dict[str, Any]) -> list[dict[str, Any]]:
+    """A MASTER and 3 WORKERs that start PLAIN_PROGRAM with `python`, as a
+    Kubeflow PyTorchJob's pods do."""
+    [code] = [d for d in docs if d["kind"] == "ConfigMap"]
+    return with_program([code, variant(example, PLAIN, 3, [])], PLAIN, PLAIN_PROGRAM)
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +136,7 @@ def lab(real_cluster: LocalCluster, operator: OperatorProcess) -> Iterator[Lab]:
     recorder = Recorder(real_cluster, namespace, container="pytorch")
     try:
         # The ConfigMap with the program first: every job mounts it.
-        for item in [*docs, nproc_job(example), kill_job(example), fail, *plain_job(example)]:
+        for item in [*docs, nproc_job(example), kill_job(example), fail, *plain_job(docs, example)]:
             apply(real_cluster, namespace, item)
         yield Lab(real_cluster, namespace, recorder, operator)
     finally:

@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -148,6 +149,27 @@ class Lab:
     namespace: str
     recorder: Recorder
     operator: OperatorProcess
+
+
+def with_program(docs: list[dict[str, Any]], name: str, program: Path) -> list[dict[str, Any]]:
+    """An example's job and its program's ConfigMap, renamed `name`, every
+    replica running `python <program>` (from a ConfigMap of its own) instead
+    of the example's program."""
+    [code] = [copy.deepcopy(d) for d in docs if d["kind"] == "ConfigMap"]
+    [job] = [copy.deepcopy(d) for d in docs if d["kind"] != "ConfigMap"]
+    code["metadata"]["name"] = f"{name}-code"
+    code["data"] = {program.name: program.read_text()}
+    job["metadata"]["name"] = name
+    for entry in job["spec"]["replicaSpecs"]:
+        pod = entry.get("template", {}).get("spec")
+        if pod is None:
+            continue
+        pod["containers"][0]["command"] = ["python", f"/code/{program.name}"]
+        pod["containers"][0]["args"] = []
+        for volume in pod["volumes"]:
+            if "configMap" in volume:
+                volume["configMap"]["name"] = code["metadata"]["name"]
+    return [code, job]
 
 
 # The chart's value that gives every job its NetworkPolicy: the jobs on the
