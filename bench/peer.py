@@ -202,12 +202,7 @@ def install(cluster: LocalCluster) -> None:
         f"crd/{p.stem.split('_', 1)[1]}.kubeflow.org"
         for p in (manifests / "crds").glob("kubeflow.org_*.yaml")
     ]
-    deadline = time.monotonic() + 90
-    # `kubectl wait` fails on a CRD whose status has no conditions yet.
-    while cluster.kubectl("wait", "--for=condition=Established", *crds, check=False).returncode:
-        if time.monotonic() > deadline:
-            raise ClusterError(f"training-operator's CRDs not established: {crds}")
-        time.sleep(1)
+    cluster.wait_established(*crds)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
     items = {"apiVersion": "v1", "kind": "List", "items": [namespace, *rbac(manifests)]}
     cluster.kubectl("apply", "-f", "-", input=json.dumps(items))

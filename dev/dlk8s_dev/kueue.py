@@ -240,9 +240,7 @@ class Kueue:
         crds = str(self.manifests / "crd")
         # Server-side: the Workload CRD is too big for the last-applied annotation.
         self.cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", crds)
-        self.cluster.kubectl(
-            "wait", "--for=condition=Established", "--timeout=60s", "-f", crds, timeout=90
-        )
+        self.cluster.wait_established("-f", crds)
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         self.cluster.kubectl("apply", "-f", "-", input=json.dumps(namespace))
 

@@ -368,6 +368,28 @@ class LocalCluster:
     def kubectl(self, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
         return self.run(str(self.tools_bin / "kubectl"), *args, **kw)
 
+    def wait_established(self, *targets: str, seconds: float = 90) -> None:
+        """Wait until the CRDs in `targets` (`crd/NAME`s, or `-f PATH`) serve.
+
+        `kubectl wait` fails at once, instead of waiting, on a CRD whose status
+        has no conditions yet (a CRD just applied under load), so it is asked
+        again until the deadline; the last answer is the error."""
+        deadline = time.monotonic() + seconds
+        while True:
+            done = self.kubectl(
+                "wait", "--for=condition=Established", f"--timeout={min(seconds, 10):.0f}s",
+                *targets,
+                check=False, timeout=30,
+            )  # fmt: skip
+            if done.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"CRDs not established in {seconds:.0f}s: {' '.join(targets)}\n"
+                    f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+                )
+            time.sleep(0.5)
+
     def api(self, path: str, body: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
         """GET `path` (POST `body` to it) as the admin, in this process: the
         answer's status (0: no answer) and JSON. The waits poll with it, five

@@ -121,9 +121,7 @@ def crds_installed(cluster: LocalCluster) -> Iterator[None]:
     crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     absent = [name for name in CRDS if cluster.api(f"{crds}/{name}")[0] != 200]
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in CRDS)
-    )
+    cluster.wait_established(*(f"crd/{c}" for c in CRDS))
     yield
     if absent:
         cluster.kubectl("delete", "crd", *absent, "--ignore-not-found", "--timeout=120s")

@@ -94,9 +94,7 @@ def installed(
 
 
 def wait_established(cluster: LocalCluster) -> None:
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in CRDS)
-    )
+    cluster.wait_established(*(f"crd/{c}" for c in CRDS))
 
 
 def can_i(cluster: LocalCluster, sa: str, *args: str) -> bool:

@@ -38,9 +38,7 @@ def crds(cluster: LocalCluster) -> None:
     # Server-side, forcing conflicts: a helm release of an earlier test may own
     # the same CRDs with the same content.
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", *(f"crd/{c}" for c in CRDS)
-    )
+    cluster.wait_established(*(f"crd/{c}" for c in CRDS))
 
 
 def convert(*argv: str) -> subprocess.CompletedProcess[str]:

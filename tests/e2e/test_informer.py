@@ -162,7 +162,7 @@ def probes(cluster: LocalCluster, tmp_path: Path) -> Iterator[None]:
     manifest = tmp_path / "crd.json"
     manifest.write_text(json.dumps(PROBE_CRD))
     cluster.kubectl("apply", "-f", str(manifest))
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{PROBE_CRD['metadata']['name']}")
+    cluster.wait_established(f"crd/{PROBE_CRD['metadata']['name']}")
     yield
     cluster.kubectl("delete", "-f", str(manifest), "--wait=false")
 

@@ -13,6 +13,7 @@ from dlk8s.runtime.client import Kube
 from dlk8s.runtime.errors import NotFoundError
 from dlk8s_dev.localcluster import (
     EXIT_CODE_ANNOTATION,
+    ClusterError,
     LocalCluster,
     NodeSpec,
     leftover_processes,
@@ -50,6 +51,40 @@ def test_deployment_becomes_available(cluster: LocalCluster, namespace: str) -> 
     pods = get_json(cluster, "pods", "-n", namespace, "-l", "app=web")["items"]
     assert {p["status"]["phase"] for p in pods} == {"Running"}
     assert all(p["spec"]["nodeName"].startswith("kwok-node-") for p in pods)
+
+
+def probe_crd(plural: str, kind: str) -> dict[str, Any]:
+    schema = {"openAPIV3Schema": {"type": "object"}}
+    version = {"name": "v1", "served": True, "storage": True, "schema": schema}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.probe.dlk8s.dev"},
+        "spec": {
+            "group": "probe.dlk8s.dev",
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": plural[:-1], "kind": kind},
+            "versions": [version],
+        },
+    }
+
+
+def test_wait_established_waits_for_served_crds_and_names_the_one_never_served(
+    cluster: LocalCluster,
+) -> None:
+    # The second CRD takes the first one's kind: the API server never serves it.
+    crds = [probe_crd("widgets", "Widget"), probe_crd("gadgets", "Widget")]
+    names = [f"crd/{crd['metadata']['name']}" for crd in crds]
+    items = json.dumps({"apiVersion": "v1", "kind": "List", "items": crds})
+    cluster.kubectl("apply", "-f", "-", input=items)
+    try:
+        cluster.wait_established(names[0])
+        with pytest.raises(ClusterError, match=r"crd/gadgets\.probe\.dlk8s\.dev"):
+            cluster.wait_established(*names, seconds=3)
+        conditions = get_json(cluster, names[1])["status"]["conditions"]
+        assert {c["type"]: c["status"] for c in conditions}["NamesAccepted"] == "False"
+    finally:
+        cluster.kubectl("delete", *names, "--ignore-not-found", "--wait=false")
 
 
 def test_too_many_gpus_stays_pending(cluster: LocalCluster, namespace: str) -> None:
