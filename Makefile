@@ -103,7 +103,7 @@ image: $(VENV)/.installed node-debs ## the operator image from hooks/Dockerfile 
 	$(PYTHON) -m dlk8s_dev.images operator --push-hint
 
 .PHONY: images
-images: $(VENV)/.installed node-debs ## every local image (pause, base, operator, runtime, pytorch) and the real node's image store, cached per user
+images: $(VENV)/.installed node-debs ## every local image (pause, base, operator, runtime, pytorch, paddle) and the real node's image store, cached per user
 	$(PYTHON) -m dlk8s_dev.images --store
 
 .PHONY: clean

@@ -20,12 +20,15 @@ imports these archives into its containerd (``ctr -n k8s.io images import``).
 - ``pytorch``: what PyTorchJobs run: Debian 13's CPU build of PyTorch 2.x
   (torchrun, gloo), its release and pinned packages in
   ``tools/images/pytorch/packages.txt``; README.md (Images) says why.
+- ``paddle``: what PaddleJobs run: PaddlePaddle 3.0.0 for CPUs and the etcd
+  client of its elastic launcher (pinned in
+  ``tools/images/paddle/requirements.txt``, which says why that version).
 
 Each image is named ``localhost/dlk8s/<image>:<input hash>``; a real node
 also knows it as ``localhost/dlk8s/<image>:local`` (``Image.local_name``),
 the name that values/realnode.yaml and the overlays in examples/local/ use.
 
-Usage: ``python -m dlk8s_dev.images [pause|base|operator|runtime|pytorch ...]``
+Usage: ``python -m dlk8s_dev.images [pause|base|operator|runtime|pytorch|paddle ...]``
 prints each image's name, archive, size and build time.
 """
 
@@ -568,12 +571,24 @@ def pytorch_image() -> Image:
     return _from_rootfs("pytorch", rootfs, ("Containerfile", "tcpstore.py"))
 
 
+# libgomp1: Paddle's libpaddle.so links against it, and its wheel does not carry it.
+PADDLE_PACKAGES = (*BASE_PACKAGES, "libgomp1")
+
+
+def paddle_image() -> Image:
+    """PaddlePaddle's CPU wheel in a venv (requirements.txt says which and why)."""
+    rootfs = debian_rootfs(PADDLE_PACKAGES)
+    about = " (PaddlePaddle: a minute or two the first time)"
+    return _from_rootfs("paddle", rootfs, ("Containerfile", "requirements.txt", "check.py"), about)
+
+
 BUILDERS: dict[str, Callable[[], Image]] = {
     "pause": pause_image,
     "base": base_image,
     "operator": operator_image,
     "runtime": runtime_image,
     "pytorch": pytorch_image,
+    "paddle": paddle_image,
 }
 
 
