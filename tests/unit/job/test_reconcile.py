@@ -561,6 +561,11 @@ def test_backoff_limit_0_fails_on_the_first_retryable_exit() -> None:
     world.exit("example-job-master-0", 137)
     result = world.step()
     assert (result.status["state"], result.status["reason"]) == ("Failed", "BackoffLimitExceeded")
+    # The message names the pod that would have been recreated, then the limit.
+    assert condition(result.status, "Failed")["message"] == (  # type: ignore[index]
+        "MASTER 0 (pod example-job-master-0) failed: container tensorflow exited with code 137;"
+        " 1 more pod restart(s) needed after 0, but backoffLimit is 0"
+    )
     assert deletes(result, "Pod") == [
         "example-job-ps-0",
         "example-job-ps-1",

@@ -103,11 +103,15 @@ def _decide(
         message = f"The job has been active longer than activeDeadlineSeconds ({deadline}s)"
         return Verdict(State.FAILED, Reason.DEADLINE_EXCEEDED, message)
     limit, restarts = job.policy.backoff_limit, job.restarts
-    needed = lost + sum(1 for v in views if v.decision == Decision.RESTART)
+    retried = [v for v in views if v.decision == Decision.RESTART]
+    needed = lost + len(retried)
     if limit is not None and needed and restarts + needed > limit:
         message = (
             f"{needed} more pod restart(s) needed after {restarts}, but backoffLimit is {limit}"
         )
+        # Who failed, first: the job's status is where a user looks.
+        failures = "; ".join(_failure(v).message for v in retried)
+        message = f"{failures}; {message}" if failures else message
         return Verdict(State.FAILED, Reason.BACKOFF_LIMIT_EXCEEDED, message)
     return None
 
