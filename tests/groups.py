@@ -38,7 +38,8 @@ GROUPS: Final = {
             "test_demo",  # 216, its own cluster
             "test_train_endings",  # 87
             "test_train_isolation",  # 99
-            "test_train_others",  # 67
+            "test_train_others",  # 67 (with the Paddle stand-in's test, now in test_train_paddle)
+            "test_train_paddle",
             "test_train_pytorch",  # 258
             "test_train_tf",  # 156
         }

@@ -597,7 +597,7 @@ BUILDERS: dict[str, Callable[[], Image]] = {
 # The images every real node has from a stored containerd root: the big ones
 # that rarely change. The rest (the operator, which changes with every edit
 # of hooks/) is imported at each start, in a second or two.
-STORE_IMAGES = ("pause", "base", "runtime", "pytorch")
+STORE_IMAGES = ("pause", "base", "runtime", "pytorch", "paddle")
 # containerd's two databases: the only files of its root it changes in place.
 # Everything else (blobs, unpacked layers) is written once and then only read.
 STORE_DATABASES = (

@@ -59,7 +59,7 @@ by accident; pods meant for it carry the toleration and node selector
 server's PodNodeSelector and PodTolerationRestriction admission plugins
 (what a pod nobody can edit needs, such as `helm test`'s smoke TFJob).
 
-Images (dlk8s_dev.images): the big ones (pause, base, runtime, pytorch) come with a
+Images (dlk8s_dev.images): the big ones (pause, base, runtime, pytorch, paddle) come with a
 per-user containerd root in which they are already unpacked, hard-linked
 into the node's own root at start (a few seconds, where importing the
 runtime image takes a minute); the rest (the operator, rebuilt with every
@@ -178,7 +178,7 @@ class RealNode:
     tools_bin: Path = Path(".tools/bin")
     base: Path = field(default_factory=runs.node_base)
     log: Callable[[str], None] = field(default=lambda msg: print(msg, file=sys.stderr))
-    # Images the node has beside imagelib.STORE_IMAGES (pause, base, runtime, pytorch),
+    # Images the node has beside imagelib.STORE_IMAGES (pause, base, runtime, pytorch, paddle),
     # imported at start (names in imagelib.BUILDERS).
     preload: Sequence[str] = ("operator",)
     # Only the pause image (no store, no preload): the node pulls every other

@@ -50,7 +50,7 @@ from . import images as imagelib
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The images a release carries: the operator, and the runtime and PyTorch
 # images the examples run.
-RELEASED_IMAGES = ("operator", "runtime", "pytorch")
+RELEASED_IMAGES = ("operator", "runtime", "pytorch", "paddle")
 # Where each goes below REGISTRY, and where the chart goes.
 REPOSITORIES = {
     "operator": "dlk8s/operator",

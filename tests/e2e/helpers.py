@@ -268,3 +268,14 @@ def without_binding(cluster: LocalCluster, name: str) -> Iterator[None]:
         kept = {k: binding["metadata"][k] for k in ("name", "labels", "annotations")}
         binding["metadata"] = {k: v for k, v in kept.items() if v}
         cluster.kubectl("create", "-f", "-", input=json.dumps(binding))
+
+
+def evict(cluster: LocalCluster, ns: str, pod: str) -> None:
+    """POST the pod's eviction subresource, as `kubectl drain` does for each pod."""
+    body = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": ns},
+    }
+    path = f"/api/v1/namespaces/{ns}/pods/{pod}/eviction"
+    cluster.kubectl("create", "--raw", path, "-f", "-", input=json.dumps(body))

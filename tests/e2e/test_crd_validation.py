@@ -451,6 +451,19 @@ INVALID = [
         "spec.pserver.template.spec.volumes", "are the operator's own",
     ),
     case(
+        "paddle-template-takes-the-launchers-logs", "PaddleJob",
+        put("trainer.template.spec.volumes", [{"name": "dlk8s-paddle-log", "emptyDir": {}}]),
+        "spec.trainer.template.spec.volumes", "are the operator's own",
+    ),
+    case(
+        "paddle-no-pservers-not-fault-tolerant", "PaddleJob",
+        both(
+            put("faultTolerant", False), put("trainer.minInstance", 4),
+            put("pserver.minInstance", 0), put("pserver.maxInstance", 0),
+        ),
+        "spec.pserver.minInstance", "may be 0 only in a fault-tolerant job",
+    ),
+    case(
         "paddle-master-template-etcd", "PaddleJob",
         put("master.template.spec.containers", [{"name": "etcd", "image": "etcd:3"}]),
         "spec.master.template.spec.containers", "etcd is the operator's",
@@ -543,6 +556,16 @@ def test_table_is_large_enough() -> None:
 @pytest.mark.parametrize("kind", sorted(VALID))
 def test_valid_job_is_accepted(cluster: LocalCluster, namespace: str, kind: str) -> None:
     done = dry_run(cluster, namespace, kind, VALID[kind])
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.usefixtures("crds_installed")
+def test_a_fault_tolerant_paddlejob_without_pservers_is_accepted(
+    cluster: LocalCluster, namespace: str
+) -> None:
+    spec = copy.deepcopy(VALID["PaddleJob"])
+    spec["pserver"] = {"minInstance": 0, "maxInstance": 0}
+    done = dry_run(cluster, namespace, "PaddleJob", spec)
     assert done.returncode == 0, done.stderr
 
 

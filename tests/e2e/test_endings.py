@@ -11,7 +11,6 @@ annotation (helpers.finish_pod).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,6 +22,7 @@ from dlk8s_dev.localcluster import LocalCluster
 from .helpers import (
     apply,
     condition,
+    evict,
     finish_pod,
     get_json,
     job_manifest,
@@ -69,17 +69,6 @@ def uncounted(cluster: LocalCluster, ns: str, job: str, pods: int) -> dict[str, 
 def events(cluster: LocalCluster, ns: str, reason: str) -> list[str]:
     found = get_json(cluster, "events", "-n", ns, "--field-selector", f"reason={reason}")
     return [e["message"] for e in found["items"]]
-
-
-def evict(cluster: LocalCluster, ns: str, pod: str) -> None:
-    """POST the pod's eviction subresource, as `kubectl drain` does for each pod."""
-    body = {
-        "apiVersion": "policy/v1",
-        "kind": "Eviction",
-        "metadata": {"name": pod, "namespace": ns},
-    }
-    path = f"/api/v1/namespaces/{ns}/pods/{pod}/eviction"
-    cluster.kubectl("create", "--raw", path, "-f", "-", input=json.dumps(body))
 
 
 def budget(cluster: LocalCluster, ns: str, job: str, pods: int) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from dlk8s.job.computeresources import from_list, pod_requests
-from dlk8s.job.kinds.paddle_pods import LAUNCHER
+from dlk8s.job.kinds.paddle_launch import LAUNCHER
 from dlk8s_dev.localcluster import (
     LocalCluster,
     NodeSpec,
@@ -31,7 +31,7 @@ from dlk8s_dev.localcluster import (
 )
 from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
-from ..unit.support.paddle import EDL_EXAMPLE_ENV
+from ..unit.support.paddle import EDL_EXAMPLE_ENV, ELASTIC_LAUNCHER_ENV
 from .helpers import (
     apply,
     example,
@@ -80,7 +80,9 @@ def test_edl_example_makes_the_right_pods_and_variables(
 
     pods = wait_until(started, what="the example's master, pservers and trainers")
     trainer = pods["example-trainer-0"]
-    assert env_of(trainer) == EDL_EXAMPLE_ENV | {
+    etcd = f"etcd://example-master-0.{namespace}.svc:2379"
+    assert env_of(trainer) == EDL_EXAMPLE_ENV | ELASTIC_LAUNCHER_ENV | {
+        "PADDLE_MASTER": etcd,
         "PADDLE_TRAINING_ROLE": "TRAINER",
         "NAMESPACE": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}},
         "POD_IP": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}},

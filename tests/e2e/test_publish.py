@@ -287,6 +287,7 @@ def test_publish_logs_in_with_registry_user_and_password(
     assert sorted(catalog) == [
         "dlk8s/charts/dlk8s",
         "dlk8s/operator",
+        "dlk8s/paddle",
         "dlk8s/pytorch",
         "dlk8s/runtime",
     ]

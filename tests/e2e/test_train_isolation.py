@@ -98,12 +98,14 @@ def caffe2_job(cluster: LocalCluster) -> list[dict[str, Any]]:
 
 
 def paddle_job(cluster: LocalCluster) -> list[dict[str, Any]]:
+    """The elastic example, one trainer: Paddle's launcher forms its group of
+    one at once, and the program waits at the gate."""
     docs = kustomized(cluster, "paddlejob-elastic")
     [job] = [d for d in docs if d["kind"] == "PaddleJob"]
     trainer = job["spec"]["trainer"]
     trainer |= {"minInstance": 1, "maxInstance": 1, "passes": 3}
     trainer["entrypoint"] = f"{WAIT_AT_GATE}\n{trainer['entrypoint']}"
-    return [job]
+    return docs
 
 
 def tf_job(cluster: LocalCluster) -> list[dict[str, Any]]:

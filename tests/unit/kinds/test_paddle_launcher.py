@@ -2,21 +2,25 @@
 
 EDL's images carried paddle_k8s; no image since does. The launcher runs it
 where it is, and otherwise ENTRY in TRAINER_PACKAGE (see
-dlk8s.job.kinds.paddle_pods.LAUNCHER).
+dlk8s.job.kinds.paddle_launch.LAUNCHER).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from dlk8s.job.kinds.paddle_pods import LAUNCHER
+from dlk8s.job.kinds.paddle_launch import LAUNCHER
 
 
-def launch(tmp_path: Path, *arguments: str, **env: str) -> subprocess.CompletedProcess[str]:
+def launch(
+    tmp_path: Path, *arguments: str, timeout: float = 30, **env: str
+) -> subprocess.CompletedProcess[str]:
     # The host's PATH has no paddle_k8s; a test that wants one puts it in bin.
     path = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
     return subprocess.run(
@@ -25,7 +29,7 @@ def launch(tmp_path: Path, *arguments: str, **env: str) -> subprocess.CompletedP
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=30,
+        timeout=timeout,
         check=False,
     )
 
@@ -68,3 +72,129 @@ def test_a_missing_trainer_package_fails_the_pod_saying_so(tmp_path: Path) -> No
     assert done.returncode != 0
     assert done.stdout == ""
     assert "/nowhere" in done.stderr
+
+
+# Paddle's elastic launcher, as far as the shell sees it: it runs its
+# arguments as the program, except for the first STUB_IDLE_RUNS starts, where
+# it gives up waiting for peers and exits 0 having run nothing (as Paddle
+# 3.0's does when fewer than the minimum trainers meet within its timeout),
+# and the next STUB_FAILED_RUNS, where it fails by itself (as it does when
+# the etcd it registered in goes away).
+STUB_LAUNCHER = """
+import os, subprocess, sys
+counter = os.path.join(os.environ["PADDLE_LOG_DIR"], "starts")
+starts = int(open(counter).read()) if os.path.exists(counter) else 0
+open(counter, "w").write(str(starts + 1))
+idle = int(os.environ.get("STUB_IDLE_RUNS", "0"))
+if starts < idle:
+    sys.exit(0)
+if starts < idle + int(os.environ.get("STUB_FAILED_RUNS", "0")):
+    sys.exit(1)
+sys.exit(subprocess.run(sys.argv[1:]).returncode)
+"""
+
+
+@pytest.fixture
+def etcd() -> Iterator[str]:
+    """Something listening where the job's etcd would: the shell waits for it."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield f"etcd://127.0.0.1:{server.getsockname()[1]}"
+
+
+@pytest.fixture
+def with_paddle(tmp_path: Path, etcd: str) -> dict[str, str]:
+    """The variables of a fault-tolerant job's pod on an image with Paddle."""
+    launch_dir = tmp_path / "py" / "paddle" / "distributed" / "launch"
+    launch_dir.mkdir(parents=True)
+    for package in (launch_dir, launch_dir.parent, launch_dir.parent.parent):
+        (package / "__init__.py").write_text("")
+    (launch_dir / "__main__.py").write_text(STUB_LAUNCHER)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    return {
+        "PYTHONPATH": str(tmp_path / "py"),
+        "PADDLE_MASTER": etcd,
+        "PADDLE_LOG_DIR": str(logs),
+        "PADDLE_TRAINING_ROLE": "TRAINER",
+    }
+
+
+def starts(tmp_path: Path) -> int:
+    return int((tmp_path / "logs" / "starts").read_text())
+
+
+def test_a_trainer_on_a_paddle_image_runs_entry_under_paddles_launcher(
+    tmp_path: Path, with_paddle: dict[str, str]
+) -> None:
+    entry = 'echo "$PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"; exit 0'
+    done = launch(tmp_path, "start_new_trainer", ENTRY=entry, **with_paddle)
+    assert (done.returncode, done.stdout, starts(tmp_path)) == (0, "python\n", 1)
+
+
+def test_a_launcher_that_gave_up_on_its_peers_or_failed_is_started_again(
+    tmp_path: Path, with_paddle: dict[str, str]
+) -> None:
+    env = with_paddle | {"STUB_IDLE_RUNS": "2", "STUB_FAILED_RUNS": "1"}
+    done = launch(tmp_path, "start_new_trainer", ENTRY="echo trained", **env)
+    assert (done.returncode, starts(tmp_path)) == (0, 4)
+    assert done.stdout.count("gave up waiting for minInstance trainers") == 2
+    assert done.stdout.count("the launcher failed (exit 1) before ENTRY ended") == 1
+    assert done.stdout.endswith("trained\n")
+
+
+def test_a_failed_program_ends_the_trainer_with_its_exit_code(
+    tmp_path: Path, with_paddle: dict[str, str]
+) -> None:
+    done = launch(tmp_path, "start_new_trainer", ENTRY="exit 7", **with_paddle)
+    assert (done.returncode, starts(tmp_path)) == (7, 1)
+
+
+def test_a_program_killed_by_a_signal_rejoins_five_times_then_fails(
+    tmp_path: Path, with_paddle: dict[str, str]
+) -> None:
+    done = launch(tmp_path, "start_new_trainer", ENTRY="kill -9 $$", **with_paddle)
+    assert (done.returncode, starts(tmp_path)) == (137, 6)
+    assert done.stdout.count("ENTRY died by a signal (exit 137; a peer left?)") == 6
+    assert "the 6. time in 600 s: failing" in done.stdout
+
+
+def test_a_trainer_waits_for_its_etcd(tmp_path: Path, with_paddle: dict[str, str]) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    env = with_paddle | {"PADDLE_MASTER": f"etcd://127.0.0.1:{port}"}
+    with pytest.raises(subprocess.TimeoutExpired):
+        launch(tmp_path, "start_new_trainer", ENTRY="echo ran", timeout=3, **env)
+    assert not (tmp_path / "logs" / "starts").exists()
+
+
+@pytest.mark.parametrize("role", ["MASTER", "PSERVER"])
+def test_the_other_roles_of_an_elastic_paddle_job_wait_and_end_on_sigterm(
+    tmp_path: Path, with_paddle: dict[str, str], role: str
+) -> None:
+    env = with_paddle | {"PADDLE_TRAINING_ROLE": role}
+    path = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
+    # The workspace is the trainers' (a volume only they mount).
+    with subprocess.Popen(
+        ["sh", "-c", LAUNCHER, "paddle_k8s", "start_master"],
+        env={"PATH": path, "ENTRY": "echo ran; exit 5", "TRAINER_PACKAGE": "/nowhere", **env},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as shell:
+        assert shell.stdout is not None
+        line = shell.stdout.readline()
+        assert shell.poll() is None  # still waiting
+        shell.terminate()
+        assert shell.wait(timeout=10) == 0
+    assert line.startswith(f"paddle: the {role} of an elastic Paddle job runs no program")
+    assert not (tmp_path / "logs" / "starts").exists()
+
+
+def test_without_paddle_master_a_paddle_image_runs_entry_itself(
+    tmp_path: Path, with_paddle: dict[str, str]
+) -> None:
+    env = dict(with_paddle)
+    del env["PADDLE_MASTER"]
+    done = launch(tmp_path, "start_trainer", "v2", ENTRY="echo ps mode; exit 4", **env)
+    assert (done.returncode, done.stdout) == (4, "ps mode\n")
+    assert not (tmp_path / "logs" / "starts").exists()

@@ -135,14 +135,16 @@ def test_the_main_container_merges_the_templates_and_the_operators_parts() -> No
     assert paddle["securityContext"] == RESTRICTED_CONTAINER
     assert paddle["imagePullPolicy"] == "Always"
     mounts = [(m["name"], m["mountPath"]) for m in paddle["volumeMounts"]]
-    assert mounts == [("data", "/data"), ("dlk8s-trainers", "/etc/dlk8s")]
+    # ...then the operator's: Paddle's launcher logs, the live trainer count.
+    operators = [("dlk8s-paddle-log", "/var/log/dlk8s-paddle"), ("dlk8s-trainers", "/etc/dlk8s")]
+    assert mounts == [("data", "/data"), *operators]
     env = {e["name"]: e.get("value") for e in paddle["env"]}
     assert env["DATA"] == "/data"
     # ...except EDL's variables, which the operator owns.
     assert env["TRAINERS"] == "2"
     assert [e["name"] for e in paddle["env"]].count("TRAINERS") == 1
     volumes = [v["name"] for v in trainer["spec"]["volumes"]]
-    assert volumes == ["data", "dlk8s-trainers"]
+    assert volumes == ["data", "dlk8s-trainers", "dlk8s-paddle-log"]
     # A sidecar joins the pod as written, after the operator's container.
     assert [c["name"] for c in trainer["spec"]["containers"]] == ["paddle", "logs"]
     assert container(trainer, "logs") == trainer_template()["spec"]["containers"][1]

@@ -20,7 +20,14 @@ from dlk8s.job.kinds.paddle_spec import (
 )
 from dlk8s.job.reconcile import Result
 
-from ..support.paddle import CONFIG, EDL_EXAMPLE_ENV, PaddleWorld, edl_example, launched
+from ..support.paddle import (
+    CONFIG,
+    EDL_EXAMPLE_ENV,
+    ELASTIC_LAUNCHER_ENV,
+    PaddleWorld,
+    edl_example,
+    launched,
+)
 from ..support.worlds import World, creates, deletes, events, started
 
 
@@ -70,7 +77,7 @@ def test_edl_example_trainer_variables() -> None:
         "NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
         "POD_IP": {"fieldRef": {"fieldPath": "status.podIP"}},
     }
-    expected = {**EDL_EXAMPLE_ENV, **downward}
+    expected = {**EDL_EXAMPLE_ENV, **ELASTIC_LAUNCHER_ENV, **downward}
     roles = {"trainer": "TRAINER", "pserver": "PSERVER", "master": "MASTER"}
     for name in ("example-trainer-0", "example-trainer-1", "example-pserver-0", "example-master-0"):
         role = roles[name.split("-")[1]]
@@ -140,6 +147,55 @@ def test_a_job_that_is_not_fault_tolerant_has_no_master() -> None:
     assert env(pods["example-trainer-2"])["TRAINER_PACKAGE"] == ""
 
 
+def test_a_job_that_is_not_fault_tolerant_gets_fleets_parameter_server_variables() -> None:
+    fixed = {"entrypoint": "python train.py", "minInstance": 2, "maxInstance": 2}
+    job = edl_example(faultTolerant=False, trainer=fixed)
+    pods = created_pods(PaddleWorld(job, config=CONFIG).reconcile())
+    shared = {
+        "PADDLE_PSERVERS_IP_PORT_LIST": (
+            "example-pserver-0.ns.svc:7164,example-pserver-1.ns.svc:7164"
+        ),
+        "PADDLE_TRAINER_ENDPOINTS": "example-trainer-0.ns.svc:7164,example-trainer-1.ns.svc:7164",
+        "PADDLE_TRAINERS_NUM": "2",
+        "PADDLE_PORT": "7164",
+        "PADDLE_WITH_GLOO": "0",
+    }
+    own = {
+        "example-trainer-1": {"TRAINING_ROLE": "TRAINER", "PADDLE_TRAINER_ID": "1"},
+        # Fleet finds a pserver's index by POD_IP:PADDLE_PORT in the list.
+        "example-pserver-1": {"TRAINING_ROLE": "PSERVER", "POD_IP": "example-pserver-1.ns.svc"},
+    }
+    for name, values in own.items():
+        found = env(pods[name])
+        assert {k: found.get(k) for k in shared} == shared, name
+        assert {k: found.get(k) for k in values} == values, name
+        assert found["PADDLE_ROLE"] == values["TRAINING_ROLE"]
+        assert "PADDLE_MASTER" not in found
+    assert env(pods["example-trainer-1"])["POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert [e["name"] for e in pods["example-pserver-1"]["spec"]["containers"][0]["env"]].count(
+        "POD_IP"
+    ) == 1
+
+
+def test_a_fault_tolerant_job_may_have_no_pservers_and_its_trainers_keep_paddles_logs() -> None:
+    result = PaddleWorld(
+        edl_example(pserver={"minInstance": 0, "maxInstance": 0}), config=CONFIG
+    ).reconcile()
+    assert creates(result, "Pod") == ["example-master-0", "example-trainer-0", "example-trainer-1"]
+    trainer = created_pods(result)["example-trainer-0"]
+    [log] = [v for v in trainer["spec"]["volumes"] if v["name"] == "dlk8s-paddle-log"]
+    assert log == {"name": "dlk8s-paddle-log", "emptyDir": {}}
+    mounts = {m["name"]: m["mountPath"] for m in trainer["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts["dlk8s-paddle-log"] == env(trainer)["PADDLE_LOG_DIR"] == "/var/log/dlk8s-paddle"
+
+
+def test_a_job_that_is_not_fault_tolerant_needs_pservers() -> None:
+    fixed = {"entrypoint": "python train.py", "minInstance": 2, "maxInstance": 2}
+    none = {"minInstance": 0, "maxInstance": 0}
+    job = edl_example(faultTolerant=False, trainer=fixed, pserver=none)
+    assert invalid_reason(job) == ("Failed", "InvalidSpec")
+
+
 def test_gpu_trainers_use_gpus_and_count_them() -> None:
     trainer = edl_example()["spec"]["trainer"] | {
         "resources": {"limits": {"nvidia.com/gpu": 2, "cpu": "4"}},
@@ -160,8 +216,8 @@ def test_every_pod_sees_the_live_count_through_a_downward_api_file() -> None:
         item = volume["downwardAPI"]["items"][0]
         assert item["path"] == "trainers"
         assert item["fieldRef"]["fieldPath"] == "metadata.annotations['dlk8s.io/trainers']"
-        mount = pod["spec"]["containers"][0]["volumeMounts"][0]
-        assert (mount["name"], mount["mountPath"]) == ("dlk8s-trainers", "/etc/dlk8s")
+        mounts = {m["name"]: m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+        assert mounts["dlk8s-trainers"] == "/etc/dlk8s"
 
 
 # --- scaling ----------------------------------------------------------------------

@@ -17,7 +17,11 @@ ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"
 LOCAL = EXAMPLES / "local"
 # The published image each component swaps for the local one.
-COMPONENTS = {"runtime": LOCAL / "runtime-image", "pytorch": LOCAL / "pytorch-image"}
+COMPONENTS = {
+    "runtime": LOCAL / "runtime-image",
+    "pytorch": LOCAL / "pytorch-image",
+    "paddle": LOCAL / "paddle-image",
+}
 
 
 def published(which: str) -> str:

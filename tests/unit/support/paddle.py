@@ -8,7 +8,7 @@ from typing import Any
 
 from dlk8s.job.actions import Patch
 from dlk8s.job.config import parse_config
-from dlk8s.job.kinds.paddle_pods import LAUNCHER
+from dlk8s.job.kinds.paddle_launch import LAUNCHER
 from dlk8s.job.reconcile import Result
 
 from .worlds import World
@@ -79,6 +79,18 @@ EDL_EXAMPLE_ENV: dict[str, Any] = {
     "PADDLE_INIT_TRAINER_COUNT": "1",
     "PADDLE_INIT_USE_GPU": "0",
     "DLK8S_TRAINERS_FILE": "/etc/dlk8s/trainers",
+}
+
+# What Paddle 3's elastic launcher reads in place of its flags, on every pod
+# of the (fault-tolerant) example job: docs/kinds.md, PaddlePaddle 3.
+ELASTIC_LAUNCHER_ENV: dict[str, Any] = {
+    "PADDLE_MASTER": "etcd://example-master-0.ns.svc:2379",
+    "PADDLE_JOB_ID": "example",
+    "PADDLE_NNODES": "2:6",
+    "PADDLE_ELASTIC_LEVEL": "0",
+    "PADDLE_ELASTIC_TIMEOUT": "10",
+    "PADDLE_MAX_RESTART": "1000000",
+    "PADDLE_LOG_DIR": "/var/log/dlk8s-paddle",
 }
 
 

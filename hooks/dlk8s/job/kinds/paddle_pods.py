@@ -18,6 +18,15 @@ from dlk8s.job.env import set_env
 from dlk8s.job.kind import JobContext, Replica, Slot
 from dlk8s.job.kinds.elastic import add_gate
 from dlk8s.job.kinds.elastic import awaits_admission as gated
+from dlk8s.job.kinds.paddle_launch import (
+    ETCD_PORT,
+    LAUNCHER,
+    LOG_DIR,
+    LOG_VOLUME,
+    elastic_env,
+    ps_env,
+    slot_env,
+)
 from dlk8s.job.kinds.paddle_spec import (
     ANNOTATION_TRAINERS,
     CONTAINER,
@@ -38,7 +47,6 @@ from dlk8s.job.naming import label_value
 from dlk8s.job.objects import Container, ContainerPort, EnvVar, Obj, as_dict, as_int, as_list, dig
 
 MASTER_PORT: Final = 8080
-ETCD_PORT: Final = 2379
 ETCD_CONTAINER: Final = "etcd"
 # EDL's single-member etcd, reachable on the pod's IP.
 _ETCD_FLAGS: Final = (
@@ -76,7 +84,8 @@ def replicas(job: Obj) -> tuple[Replica, ...]:
     if tolerant:
         found.append(Replica(MASTER, 1, MASTER_PORT, _master_template(job)))
     pservers = spec["pserver"]["minInstance"]
-    found.append(Replica(PSERVER, pservers, port, _template(job, PSERVER)))
+    if pservers:  # none in a collective fault-tolerant job
+        found.append(Replica(PSERVER, pservers, port, _template(job, PSERVER)))
     count = trainer_count(job)
     assert count is not None  # validated
     # A fault-tolerant job's master hands a failed trainer's tasks to others,
@@ -86,15 +95,6 @@ def replicas(job: Obj) -> tuple[Replica, ...]:
     return tuple(found)
 
 
-# EDL's launcher, paddle_k8s, where the image has it (EDL's images did). No
-# Paddle image since EDL's carries it, and there the pods failed at once
-# ("paddle_k8s": executable file not found); so without it a pod runs what
-# paddle_k8s ran in a trainer, ENTRY in TRAINER_PACKAGE, in every role:
-# PADDLE_TRAINING_ROLE says which, as one Paddle program serves every role.
-LAUNCHER: Final = (
-    'if command -v paddle_k8s >/dev/null 2>&1; then exec paddle_k8s "$@"; fi; '
-    'cd "${TRAINER_PACKAGE:-.}" && exec sh -c "$ENTRY"'
-)
 LAUNCHER_NAME: Final = "paddle_k8s"  # $0 of the launcher's shell
 ROLE_VARIABLE: Final = "PADDLE_TRAINING_ROLE"
 
@@ -157,7 +157,11 @@ def _template(job: Obj, role: str) -> Obj:
     }
     if block.get("resources") is not None:
         container["resources"] = copy.deepcopy(block["resources"])
-    return _pod_template(job, role, [container])
+    if role != TRAINER or not fault_tolerant(job):
+        return _pod_template(job, role, [container])
+    # Paddle's elastic launcher keeps its logs there (paddle_launch).
+    container["volumeMounts"] = [{"name": LOG_VOLUME, "mountPath": LOG_DIR}]
+    return _pod_template(job, role, [container], ({"name": LOG_VOLUME, "emptyDir": {}},))
 
 
 def _master_template(job: Obj) -> Obj:
@@ -223,25 +227,26 @@ def paddle_env(ctx: JobContext) -> list[tuple[str, str]]:
     ]
 
 
+def _mode_env(ctx: JobContext) -> list[tuple[str, str]]:
+    """What Paddle 3 reads, shared by every pod: its elastic launcher's
+    variables for a fault-tolerant job, Fleet's PS variables otherwise."""
+    return elastic_env(ctx) if fault_tolerant(ctx.job.raw) else ps_env(ctx)
+
+
 def decorate_pod(ctx: JobContext, slot: Slot, pod: Obj) -> Obj:
     if slot.role == MASTER:
         for etcd in containers_named(pod["spec"], ETCD_CONTAINER):
             etcd["image"] = ctx.config.etcd_image
     values = dict(ctx.remember("paddle_env", lambda: paddle_env(ctx)))
     values[ROLE_VARIABLE] = slot.role
+    values.update(ctx.remember("paddle_mode_env", lambda: _mode_env(ctx)))
+    values.update(slot_env(ctx, slot))
+    # Downward-API values go after the plain ones, as EDL listed them; a PS
+    # job's pserver has its Service's name as POD_IP instead (slot_env).
+    fields = {"NAMESPACE": "metadata.namespace", "POD_IP": "status.podIP"}
+    fields = {name: path for name, path in fields.items() if name not in values}
     for container in containers_named(pod["spec"], CONTAINER):
-        set_env(container, values)
-        # Downward-API values go after the plain ones, as EDL listed them.
-        kept = [
-            e
-            for e in as_list(container.get("env"))
-            if not (isinstance(e, dict) and e.get("name") in ("NAMESPACE", "POD_IP"))
-        ]
-        container["env"] = [
-            *kept,
-            _field_env("NAMESPACE", "metadata.namespace"),
-            _field_env("POD_IP", "status.podIP"),
-        ]
+        set_env(container, values, fields)
         mount = {"name": TRAINERS_VOLUME, "mountPath": TRAINERS_DIR, "readOnly": True}
         container["volumeMounts"] = [*as_list(container.get("volumeMounts")), mount]
     pod["metadata"].setdefault("annotations", {})[ANNOTATION_TRAINERS] = str(ctx.pod_count(TRAINER))

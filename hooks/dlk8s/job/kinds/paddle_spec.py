@@ -146,6 +146,11 @@ def validate(job: Obj) -> list[str]:
     problems += _trainer_problems(spec.get("trainer"))
     problems += _pserver_problems(spec.get("pserver"))
     problems += optional_object("spec.master", spec.get("master"), _master_problems)
+    if dig(spec, "pserver", "minInstance") == 0 and not fault_tolerant(job):
+        problems.append(
+            "spec.pserver.minInstance: may be 0 only in a fault-tolerant job"
+            " (one that is not trains with Fleet's parameter servers)"
+        )
     if is_elastic(job) and not fault_tolerant(job):
         problems.append(
             "spec.faultTolerant: must be true when spec.trainer.minInstance is below"
@@ -190,7 +195,7 @@ def _pserver_problems(pserver: object) -> list[str]:
     path = "spec.pserver"
     if not isinstance(pserver, dict):
         return [f"{path}: must be an object"]
-    problems = _bounds_problems(path, pserver)
+    problems = _bounds_problems(path, pserver, lowest=0)
     low, high = pserver.get("minInstance"), pserver.get("maxInstance")
     if not problems and low != high:
         problems.append(
@@ -200,12 +205,12 @@ def _pserver_problems(pserver: object) -> list[str]:
     return problems + _template_problems(path, pserver)
 
 
-def _bounds_problems(path: str, block: Obj) -> list[str]:
+def _bounds_problems(path: str, block: Obj, lowest: int = 1) -> list[str]:
     problems = []
     for key in ("minInstance", "maxInstance"):
         value = block.get(key)
         if value is None:
             problems.append(f"{path}.{key}: is required")
         else:
-            problems += int_between(f"{path}.{key}", value, 1, MAX_REPLICAS)
+            problems += int_between(f"{path}.{key}", value, lowest, MAX_REPLICAS)
     return problems

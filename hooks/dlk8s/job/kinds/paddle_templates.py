@@ -25,8 +25,9 @@ from dlk8s.job.validation import (
 # (image, the launcher, EDL's ports, spec.<role>.resources), so the
 # autoscaler and EDL's variables read one truth.
 OWNED_FIELDS: Final = ("image", "command", "args", "ports", "resources")
-# Names the operator's own volumes and the master's etcd take.
-RESERVED_VOLUMES: Final = ("dlk8s-trainers", "etcd-data")
+# Names the operator's own volumes take: the live count, the master's etcd,
+# the Paddle launcher's logs (paddle_pods, paddle_launch).
+RESERVED_VOLUMES: Final = ("dlk8s-trainers", "etcd-data", "dlk8s-paddle-log")
 RESERVED_MASTER_CONTAINERS: Final = ("etcd",)
 
 
