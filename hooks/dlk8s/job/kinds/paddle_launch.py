@@ -116,7 +116,7 @@ while :; do
   if [ $((now - window)) -gt RELAUNCH_WINDOW ]; then window=$now; relaunches=0; fi
   relaunches=$((relaunches + 1))
   if [ "$relaunches" -gt RELAUNCHES ]; then
-    echo "paddle: $why, the $relaunches. time in RELAUNCH_WINDOW s: failing"
+    echo "paddle: $why, $relaunches times in RELAUNCH_WINDOW s: failing"
     exit "$code"
   fi
   echo "paddle: $why: joining the group again"
