@@ -56,6 +56,7 @@ REPOSITORIES = {
     "operator": "dlk8s/operator",
     "runtime": "dlk8s/runtime",
     "pytorch": "dlk8s/pytorch",
+    "paddle": "dlk8s/paddle",
 }
 CHART_PATH = "dlk8s/charts"
 CHART_NAME = "dlk8s"

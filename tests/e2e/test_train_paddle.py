@@ -192,7 +192,8 @@ def test_a_paddle_program_that_raises_fails_the_job_naming_the_trainer(lab: Lab)
     job["spec"]["runPolicy"] = {"backoffLimit": 0}
     trainer = job["spec"]["trainer"]
     trainer |= {"minInstance": 1, "maxInstance": 1}
-    del trainer["template"]  # no program to mount: it is the entrypoint
+    # No program to mount, no workspace: the program is the entrypoint.
+    del trainer["template"], trainer["workspace"]
     trainer["entrypoint"] = (
         "python -c 'import paddle.distributed as dist; dist.init_parallel_env();"
         ' raise RuntimeError("a bad batch")\''
