@@ -50,6 +50,8 @@ def save(model, epoch):
 def newest_everywhere(model, epoch, rank, world):
     """The newest checkpoint among the group's trainers, given to them all:
     a trainer that just joined has none, one that stayed has the latest."""
+    if world == 1:  # Paddle makes no group of one: no collective may be called
+        return epoch, rank
     newest = paddle.to_tensor([epoch], dtype="int64")
     dist.all_reduce(newest, op=dist.ReduceOp.MAX)
     holder = paddle.to_tensor([rank if epoch == int(newest.item()) else world], dtype="int64")
@@ -82,7 +84,8 @@ def main():
             optimizer.step()
             optimizer.clear_grad()
         mean = loss.detach().clone()
-        dist.all_reduce(mean)
+        if world > 1:
+            dist.all_reduce(mean)
         epoch += 1
         save(model, epoch)
         if rank == 0:

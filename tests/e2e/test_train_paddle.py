@@ -175,7 +175,8 @@ def test_an_elastic_paddle_job_trains_through_growth_shrinking_and_a_lost_traine
     resumed = [epoch for _, epoch in worlds(lab, first)[1:]]
     assert resumed, log
     assert all(epoch > 0 for epoch in resumed), log
-    losses = [float(loss) for _, _, loss in EPOCH.findall(log)]
+    # By epoch: rank 0, which prints them, moves between pods.
+    losses = [float(loss) for _, _, loss in sorted(EPOCH.findall(log), key=lambda e: int(e[0]))]
     assert losses, log
     assert losses[-1] < losses[0] / 100, log
     errors = [float(e) for e in TRAINED.findall(log)]
