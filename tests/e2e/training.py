@@ -211,17 +211,24 @@ def local_operator(
 
 
 def finished(lab: Lab, job: str, phase: str = "Done", kind: str = "TFJob") -> dict[str, Any]:
-    """The job's status once it ended, which must be in `phase`; if not, the
-    assertion shows the status and what each of its pods printed."""
-    status = wait_until(
-        lambda: (
-            (s := job_status(lab.cluster, lab.namespace, kind, job)).get("phase")
-            in ("Done", "Failed")
-            and s
-        ),
-        timeout=JOB_TIMEOUT,
-        what=f"{kind} {job} to end",
-    )
+    """The job's status once it ended, which must be in `phase`; if not, or
+    if it never ends, the assertion shows the status and what each of its
+    pods printed."""
+    try:
+        status = wait_until(
+            lambda: (
+                (s := job_status(lab.cluster, lab.namespace, kind, job)).get("phase")
+                in ("Done", "Failed")
+                and s
+            ),
+            timeout=JOB_TIMEOUT,
+            what=f"{kind} {job} to end",
+        )
+    except AssertionError as hung:
+        status = job_status(lab.cluster, lab.namespace, kind, job)
+        raise AssertionError(
+            f"{hung}\n{json.dumps(status, indent=1)}\n{lab.recorder.dump(job)}"
+        ) from None
     assert status["phase"] == phase, f"{json.dumps(status, indent=1)}\n{lab.recorder.dump(job)}"
     return status
 

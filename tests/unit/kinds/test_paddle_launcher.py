@@ -7,11 +7,15 @@ dlk8s.job.kinds.paddle_launch.LAUNCHER).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -79,10 +83,24 @@ def test_a_missing_trainer_package_fails_the_pod_saying_so(tmp_path: Path) -> No
 # it gives up waiting for peers and exits 0 having run nothing (as Paddle
 # 3.0's does when fewer than the minimum trainers meet within its timeout),
 # and the next STUB_FAILED_RUNS, where it fails by itself (as it does when
-# the etcd it registered in goes away).
+# the etcd it registered in goes away). On SIGTERM it ends its program and
+# exits 15, as Paddle's does, noting the signal in PADDLE_LOG_DIR/terminated
+# (its program runs in a session of its own, whose id it notes in
+# PADDLE_LOG_DIR/program).
 STUB_LAUNCHER = """
-import os, subprocess, sys
-counter = os.path.join(os.environ["PADDLE_LOG_DIR"], "starts")
+import os, signal, subprocess, sys
+logs = os.environ["PADDLE_LOG_DIR"]
+program = None
+
+def stop(signum, frame):
+    open(os.path.join(logs, "terminated"), "w").write("SIGTERM")
+    if program is not None:
+        os.killpg(program.pid, signal.SIGTERM)
+        os.waitpid(program.pid, 0)  # not program.wait(): the main thread holds its lock
+    sys.exit(signum)
+
+signal.signal(signal.SIGTERM, stop)
+counter = os.path.join(logs, "starts")
 starts = int(open(counter).read()) if os.path.exists(counter) else 0
 open(counter, "w").write(str(starts + 1))
 idle = int(os.environ.get("STUB_IDLE_RUNS", "0"))
@@ -90,7 +108,9 @@ if starts < idle:
     sys.exit(0)
 if starts < idle + int(os.environ.get("STUB_FAILED_RUNS", "0")):
     sys.exit(1)
-sys.exit(subprocess.run(sys.argv[1:]).returncode)
+program = subprocess.Popen(sys.argv[1:], start_new_session=True)
+open(os.path.join(logs, "program"), "w").write(str(program.pid))
+sys.exit(program.wait())
 """
 
 
@@ -167,27 +187,99 @@ def test_a_trainer_waits_for_its_etcd(tmp_path: Path, with_paddle: dict[str, str
     assert not (tmp_path / "logs" / "starts").exists()
 
 
+def gone(session: int, seconds: float) -> bool:
+    """Whether every process of ``session`` has ended, within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(session, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def terminated_at(
+    tmp_path: Path, env: dict[str, str], seconds: float, ready: Callable[[IO[str]], str]
+) -> tuple[int, str]:
+    """SIGTERM to the shell ``seconds`` after ``ready`` (given its output)
+    returned (the kubelet's signal at a pod's deletion): its exit code, and
+    what ``ready`` returned. In a session of its own, so that nothing it
+    started outlives the test."""
+    with subprocess.Popen(
+        ["sh", "-c", LAUNCHER, "paddle_k8s", "start"],
+        env={"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", **env},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as shell:
+        try:
+            assert shell.stdout is not None
+            said = ready(shell.stdout)
+            time.sleep(seconds)
+            shell.terminate()
+            code = shell.wait(timeout=10)
+            # The shell and every process it started have ended (an orphan
+            # the shell left dead is gone once init has reaped it).
+            assert gone(shell.pid, seconds=5)
+            return code, said
+        finally:
+            program = tmp_path / "logs" / "program"
+            sessions = [shell.pid] + ([int(program.read_text())] if program.exists() else [])
+            for session in sessions:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(session, signal.SIGKILL)
+
+
+# A signal at any moment, the instant after a fork among them (the first
+# delays): a signal that reaches the fork's copy of the shell is lost there.
+DELAYS = [0, 0.01, 0.05, 0.2, 0.5]
+
+
 @pytest.mark.parametrize("role", ["MASTER", "PSERVER"])
 def test_the_other_roles_of_an_elastic_paddle_job_wait_and_end_on_sigterm(
     tmp_path: Path, with_paddle: dict[str, str], role: str
 ) -> None:
     env = with_paddle | {"PADDLE_TRAINING_ROLE": role}
-    path = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
     # The workspace is the trainers' (a volume only they mount).
-    with subprocess.Popen(
-        ["sh", "-c", LAUNCHER, "paddle_k8s", "start_master"],
-        env={"PATH": path, "ENTRY": "echo ran; exit 5", "TRAINER_PACKAGE": "/nowhere", **env},
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        text=True,
-    ) as shell:
-        assert shell.stdout is not None
-        line = shell.stdout.readline()
-        assert shell.poll() is None  # still waiting
-        shell.terminate()
-        assert shell.wait(timeout=10) == 0
-    assert line.startswith(f"paddle: the {role} of an elastic Paddle job runs no program")
+    env |= {"ENTRY": "echo ran; exit 5", "TRAINER_PACKAGE": "/nowhere"}
+    for seconds in DELAYS:
+        code, line = terminated_at(tmp_path, env, seconds, lambda out: out.readline())
+        assert code == 0
+        assert line.startswith(f"paddle: the {role} of an elastic Paddle job runs no program")
     assert not (tmp_path / "logs" / "starts").exists()
+
+
+def test_a_trainer_passes_sigterm_on_to_paddles_launcher(
+    tmp_path: Path, with_paddle: dict[str, str]
+) -> None:
+    logs = tmp_path / "logs"
+    with socket.create_server(("127.0.0.1", 0)) as etcd:
+        etcd.settimeout(10)
+
+        def reached(out: IO[str]) -> str:
+            # The shell asks for its etcd once it is set to pass signals on.
+            etcd.accept()[0].close()
+            return ""
+
+        env = with_paddle | {
+            "ENTRY": "exec sleep 60",
+            "PADDLE_MASTER": f"etcd://127.0.0.1:{etcd.getsockname()[1]}",
+        }
+        for seconds in DELAYS:
+            for mark in ("terminated", "program", "starts"):
+                (logs / mark).unlink(missing_ok=True)
+            code, _ = terminated_at(tmp_path, env, seconds, reached)
+            # A launcher that had started ended its program and exited 15, as
+            # Paddle's does on SIGTERM; before that (the shell waiting for the
+            # etcd, Python starting), the signal ends the trainer: 128 + 15.
+            started = (logs / "starts").exists()
+            assert (code, (logs / "terminated").exists()) == (
+                (15, True) if started else (143, False)
+            )
+    # The last delay is long enough for the launcher to have started.
+    assert started
 
 
 def test_without_paddle_master_a_paddle_image_runs_entry_itself(

@@ -65,6 +65,13 @@ RELAUNCH_WINDOW: Final = 600  # seconds
 # up waiting for its peers (it exits 0 without running ENTRY), and, at most
 # RELAUNCHES times in RELAUNCH_WINDOW, when ENTRY died by a signal or the
 # launcher failed by itself.
+# SIGTERM (the pod's deletion) ends the idle roles within a second: they
+# sleep in the foreground, and start nothing a signal could miss. A trainer
+# passes it on to Paddle's launcher once the launcher runs: a signal sent in
+# the instant after a fork, while the child is still a copy of this shell
+# (the same executable), is caught by that copy's trap and lost when it
+# becomes the launcher. Once only: a second SIGTERM makes Paddle's launcher
+# give its program 10 seconds and quit.
 _LAUNCHER: Final = r"""if command -v paddle_k8s >/dev/null 2>&1; then exec paddle_k8s "$@"; fi
 has_paddle='import importlib.util as u, sys; sys.exit(u.find_spec("paddle") is None)'
 if [ -z "$PADDLE_MASTER" ] || ! python3 -c "$has_paddle" 2>/dev/null; then
@@ -72,15 +79,11 @@ if [ -z "$PADDLE_MASTER" ] || ! python3 -c "$has_paddle" 2>/dev/null; then
   exec sh -c "$ENTRY"
 fi
 stopping=""
-trap 'stopping=1; kill -TERM "$child" 2>/dev/null' TERM INT
+trap 'stopping=1' TERM INT
 if [ "$PADDLE_TRAINING_ROLE" != TRAINER ]; then
   echo "paddle: the $PADDLE_TRAINING_ROLE of an elastic Paddle job runs no program:" \
     "the trainers meet at $PADDLE_MASTER"
-  while [ -z "$stopping" ]; do
-    sleep 3600 & child=$!
-    [ -z "$stopping" ] || kill -TERM "$child"  # a signal before child was set
-    wait "$child"
-  done
+  while [ -z "$stopping" ]; do sleep 1; done
   exit 0
 fi
 cd "${TRAINER_PACKAGE:-.}" || exit 1
@@ -97,10 +100,13 @@ while :; do
   PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python python3 -m paddle.distributed.launch \
     sh -c 'sh -c "$ENTRY"; code=$?; echo $code > "$PADDLE_LOG_DIR/dlk8s-entry-exit"; exit $code' &
   child=$!
-  [ -z "$stopping" ] || kill -TERM "$child"
-  wait "$child"; code=$?
-  while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
-  [ -z "$stopping" ] || exit "$code"
+  [ -n "$stopping" ] || { wait "$child"; code=$?; }
+  if [ -n "$stopping" ]; then
+    while [ "/proc/$child/exe" -ef "/proc/$$/exe" ]; do sleep 1; done
+    kill -TERM "$child" 2>/dev/null
+    while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
+    exit "$code"
+  fi
   entry=$(cat "$ended" 2>/dev/null || echo none)
   case "$entry" in
     none) [ "$code" -ne 0 ] || {
