@@ -71,6 +71,21 @@ def test_without_a_workspace_entry_runs_where_the_image_starts(
     assert (done.returncode, done.stdout) == (0, f"{tmp_path}\n")
 
 
+def test_in_ps_mode_entry_runs_once_the_pservers_names_resolve(tmp_path: Path) -> None:
+    pservers = {"PADDLE_PSERVERS_IP_PORT_LIST": "localhost:7164,127.0.0.1:7165"}
+    done = launch(tmp_path, "start_trainer", "v2", ENTRY="echo trains", **pservers)
+    assert (done.returncode, done.stdout) == (0, "trains\n")
+    # A name the DNS does not know (yet): ENTRY waits, saying so once.
+    unknown = {"PADDLE_PSERVERS_IP_PORT_LIST": "localhost:7164,no-such-pserver.invalid:7165"}
+    with pytest.raises(subprocess.TimeoutExpired) as waited:
+        launch(tmp_path, "start_pserver", ENTRY="echo serves", timeout=3, **unknown)
+    said = waited.value.stdout or b""
+    assert said.decode() == (
+        "paddle: waiting for the pservers' names to resolve:"
+        " localhost:7164,no-such-pserver.invalid:7165\n"
+    )
+
+
 def test_a_missing_trainer_package_fails_the_pod_saying_so(tmp_path: Path) -> None:
     done = launch(tmp_path, "start_new_trainer", ENTRY="echo ran", TRAINER_PACKAGE="/nowhere")
     assert done.returncode != 0

@@ -11,6 +11,8 @@ import random
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from dlk8s.job.actions import Create, Event, Patch
 from dlk8s.job.config import Admission, parse_config
 from dlk8s.job.kinds.paddle_spec import (
@@ -314,6 +316,21 @@ def test_a_failed_trainer_fails_a_job_that_is_not_fault_tolerant() -> None:
     world.exit("example-trainer-1", 1)
     world.settle()
     assert world.job["status"]["state"] == "Failed"
+
+
+@pytest.mark.parametrize("pod", ["example-trainer-1", "example-pserver-0"])
+def test_in_parameter_server_mode_any_failure_is_final(pod: str) -> None:
+    """Paddle's PS mode takes no pod back (a recreated trainer would wait at
+    Fleet's barrier forever): a pod killed by a signal, which other jobs
+    retry, fails the job, and nothing is recreated."""
+    fixed = edl_example()["spec"]["trainer"] | {"minInstance": 2, "maxInstance": 2}
+    world = running(edl_example(faultTolerant=False, trainer=fixed))
+    world.exit(pod, 139)
+    result = world.step()
+    assert world.job["status"]["state"] == "Failed"
+    assert creates(result, "Pod") == []
+    failed = next(c for c in world.job["status"]["conditions"] if c["type"] == "Failed")
+    assert f"(pod {pod}) failed" in failed["message"]
 
 
 def test_a_failed_trainer_of_a_fault_tolerant_job_is_recreated() -> None:

@@ -58,7 +58,10 @@ RELAUNCH_WINDOW: Final = 600  # seconds
 #   a trainer runs ENTRY under Paddle's elastic launcher, and the master and
 #   pservers hold no program (Paddle 3's elastic training is collective; the
 #   master's etcd is its rendezvous), waiting for the job to end;
-# - otherwise ENTRY itself, in every role (PADDLE_TRAINING_ROLE says which).
+# - otherwise ENTRY itself, in every role (PADDLE_TRAINING_ROLE says which);
+#   in parameter-server mode once the pservers' names resolve: Paddle's PS
+#   client and server crash (SIGSEGV) on a name the cluster's DNS does not
+#   know yet, as a pod's is until its IP is published.
 # A trainer waits for its etcd before each launch. ENTRY's end is written to
 # PADDLE_LOG_DIR/dlk8s-entry-exit: exit 0 or 1-127 (its own failure) ends
 # the trainer with that code. The launcher is started again when it gave
@@ -76,6 +79,15 @@ _LAUNCHER: Final = r"""if command -v paddle_k8s >/dev/null 2>&1; then exec paddl
 has_paddle='import importlib.util as u, sys; sys.exit(u.find_spec("paddle") is None)'
 if [ -z "$PADDLE_MASTER" ] || ! python3 -c "$has_paddle" 2>/dev/null; then
   cd "${TRAINER_PACKAGE:-.}" || exit 1
+  resolve='import socket, sys
+for endpoint in sys.argv[1].split(","): socket.getaddrinfo(endpoint.rsplit(":", 1)[0], None)'
+  if [ -n "$PADDLE_PSERVERS_IP_PORT_LIST" ] && command -v python3 >/dev/null 2>&1; then
+    until python3 -c "$resolve" "$PADDLE_PSERVERS_IP_PORT_LIST" 2>/dev/null; do
+      [ -n "$waited" ] || echo "paddle: waiting for the pservers' names to resolve:" \
+        "$PADDLE_PSERVERS_IP_PORT_LIST"
+      waited=1; sleep 1
+    done
+  fi
   exec sh -c "$ENTRY"
 fi
 stopping=""

@@ -83,14 +83,17 @@ def replicas(job: Obj) -> tuple[Replica, ...]:
     found: list[Replica] = []
     if tolerant:
         found.append(Replica(MASTER, 1, MASTER_PORT, _master_template(job)))
+    # A fault-tolerant job's trainers re-form around a failed one, so any
+    # failure is worth a retry. Paddle's parameter-server mode takes no pod
+    # back: a recreated trainer waits at Fleet's barrier for peers that have
+    # passed it, a recreated pserver has lost its part of the model, and the
+    # job would run forever; a failure there is final.
+    policy = RestartPolicy.ON_FAILURE if tolerant else RestartPolicy.NEVER
     pservers = spec["pserver"]["minInstance"]
     if pservers:  # none in a collective fault-tolerant job
-        found.append(Replica(PSERVER, pservers, port, _template(job, PSERVER)))
+        found.append(Replica(PSERVER, pservers, port, _template(job, PSERVER), policy))
     count = trainer_count(job)
     assert count is not None  # validated
-    # A fault-tolerant job's master hands a failed trainer's tasks to others,
-    # so any failure is worth a retry; otherwise exit 1-127 is final.
-    policy = RestartPolicy.ON_FAILURE if tolerant else RestartPolicy.EXIT_CODE
     found.append(Replica(TRAINER, count, port, _template(job, TRAINER), policy))
     return tuple(found)
 
