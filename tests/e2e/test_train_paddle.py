@@ -100,9 +100,22 @@ def at_count(lab: Lab, job: str, count: int) -> None:
         raise AssertionError(f"{err}\n{said(lab, job)}") from None
 
 
+# When the program fails, Paddle's launcher prints its log again (under a
+# header "ERROR LOG DETAIL" that its buffering may print after the log),
+# between these lines: read once, the program's lines are each start's own.
+REPLAYED = re.compile(
+    r"^LAUNCH ERROR [^\n]* Container failed !!!$.*?^LAUNCH INFO [^\n]* Exit code \d+$", re.M | re.S
+)
+
+
+def program_log(lab: Lab, pod: str) -> str:
+    """What the program in `pod` (each pod of that name) printed, each line once."""
+    return REPLAYED.sub("", lab.recorder.log(pod))
+
+
 def worlds(lab: Lab, pod: str) -> list[tuple[int, int]]:
     """(world size, epoch resumed from) at each start of the program in `pod`."""
-    return [(int(size), int(epoch)) for _, size, epoch in WORLD.findall(lab.recorder.log(pod))]
+    return [(int(size), int(epoch)) for _, size, epoch in WORLD.findall(program_log(lab, pod))]
 
 
 def printed_world(lab: Lab, pod: str, size: int, after: int) -> None:
@@ -117,7 +130,7 @@ def printed_world(lab: Lab, pod: str, size: int, after: int) -> None:
 
 
 def job_log(lab: Lab, job: str) -> str:
-    return "\n".join(lab.recorder.log(f"{job}-trainer-{i}") for i in range(3))
+    return "\n".join(program_log(lab, f"{job}-trainer-{i}") for i in range(3))
 
 
 def test_an_elastic_paddle_job_trains_through_growth_shrinking_and_a_lost_trainer(
