@@ -160,7 +160,12 @@ def read(path: Path) -> str:
 
 
 def wait_for_pods(
-    cluster: LocalCluster, ns: str, job: str, names: set[str], phase: str = "Running"
+    cluster: LocalCluster,
+    ns: str,
+    job: str,
+    names: set[str],
+    phase: str = "Running",
+    timeout: float = 60,
 ):
     return wait_until(
         lambda: (
@@ -168,6 +173,7 @@ def wait_for_pods(
             and all(p["status"].get("phase") == phase for p in pods.values())
             and pods
         ),
+        timeout=timeout,
         what=f"pods {sorted(names)} {phase}",
     )
 

@@ -542,7 +542,9 @@ def test_operator_restart_mid_creation_makes_no_duplicates(
         survivor = OperatorProcess(install, name="survivor").start()
         try:
             names = {"big-master-0", *(f"big-worker-{i}" for i in range(BIG_WORKERS))}
-            pods = wait_for_pods(cluster, namespace, "big", names)
+            # 300 pods to create and see running: a minute was not always
+            # enough on a loaded CI machine (run 42).
+            pods = wait_for_pods(cluster, namespace, "big", names, timeout=240)
             assert len(pods) == BIG_WORKERS + 1
             all_pods = get_json(cluster, "pods", "-n", namespace)["items"]
             assert len(all_pods) == BIG_WORKERS + 1

@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -221,9 +222,12 @@ def terminated_at(
     returned (the kubelet's signal at a pod's deletion): its exit code, and
     what ``ready`` returned. In a session of its own, so that nothing it
     started outlives the test."""
+    # python3 is Python itself, as in an image (a host's may be a shell
+    # script, pyenv's, that a signal ends in its own way).
+    python = Path(sys.executable).parent
     with subprocess.Popen(
         ["sh", "-c", LAUNCHER, "paddle_k8s", "start"],
-        env={"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}", **env},
+        env={"PATH": f"{tmp_path / 'bin'}:{python}:{os.environ['PATH']}", **env},
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         text=True,
