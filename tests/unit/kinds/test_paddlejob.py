@@ -160,7 +160,10 @@ def test_a_job_that_is_not_fault_tolerant_gets_fleets_parameter_server_variables
         "PADDLE_TRAINER_ENDPOINTS": "example-trainer-0.ns.svc:7164,example-trainer-1.ns.svc:7164",
         "PADDLE_TRAINERS_NUM": "2",
         "PADDLE_PORT": "7164",
-        "PADDLE_WITH_GLOO": "0",
+        # Gloo's barriers meet at an HTTP store pserver 0 serves.
+        "PADDLE_WITH_GLOO": "1",
+        "PADDLE_GLOO_RENDEZVOUS": "3",
+        "PADDLE_GLOO_HTTP_ENDPOINT": "example-pserver-0.ns.svc:6767",
     }
     own = {
         "example-trainer-1": {"TRAINING_ROLE": "TRAINER", "PADDLE_TRAINER_ID": "1"},

@@ -25,6 +25,9 @@ from dlk8s.job.kinds.paddle_spec import (
 from dlk8s.job.objects import as_int
 
 ETCD_PORT: Final = 2379
+# Where pserver 0 serves gloo's rendezvous in PS mode: Paddle's launcher's
+# default (--gloo_port), or the next port if the job's pservers take it.
+GLOO_PORT: Final = 6767
 # The launcher writes its logs and each run's environment here: a volume of
 # the operator's, so that a template's read-only root still lets it write.
 LOG_VOLUME: Final = "dlk8s-paddle-log"
@@ -174,14 +177,21 @@ def _addresses(ctx: JobContext, role: str) -> str:
 def ps_env(ctx: JobContext) -> list[tuple[str, str]]:
     """Fleet's parameter-server variables every pod of a job that is not
     fault tolerant shares, as Paddle's launcher in PS mode sets them."""
+    port = as_int(ctx.job.raw["spec"].get("port"), DEFAULT_PORT)
+    first_pserver = next(s for s in ctx.slots if s.role == PSERVER)
+    gloo_port = GLOO_PORT if port != GLOO_PORT else GLOO_PORT + 1
     return [
         ("PADDLE_PSERVERS_IP_PORT_LIST", _addresses(ctx, PSERVER)),
         ("PADDLE_TRAINER_ENDPOINTS", _addresses(ctx, TRAINER)),
         ("PADDLE_TRAINERS_NUM", str(ctx.pod_count(TRAINER))),
-        ("PADDLE_PORT", str(as_int(ctx.job.raw["spec"].get("port"), DEFAULT_PORT))),
-        # Paddle's launcher asks for gloo's rendezvous too; Fleet's PS mode
-        # trains without it, and there is no rendezvous store to give it.
-        ("PADDLE_WITH_GLOO", "0"),
+        ("PADDLE_PORT", str(port)),
+        # Gloo's barriers, as Paddle's launcher sets them: without them a
+        # trainer that reaches Fleet's init_worker after another trainer has
+        # finished waits forever at the pservers' barrier. Pserver 0 serves
+        # their rendezvous (an HTTP store) while the trainers meet.
+        ("PADDLE_WITH_GLOO", "1"),
+        ("PADDLE_GLOO_RENDEZVOUS", "3"),
+        ("PADDLE_GLOO_HTTP_ENDPOINT", f"{service_host(ctx, first_pserver)}:{gloo_port}"),
     ]
 
 
