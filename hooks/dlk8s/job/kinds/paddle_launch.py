@@ -85,6 +85,7 @@ if [ -z "$PADDLE_MASTER" ] || ! python3 -c "$has_paddle" 2>/dev/null; then
   resolve='import socket, sys
 for endpoint in sys.argv[1].split(","): socket.getaddrinfo(endpoint.rsplit(":", 1)[0], None)'
   if [ -n "$PADDLE_PSERVERS_IP_PORT_LIST" ] && command -v python3 >/dev/null 2>&1; then
+    waited=""
     until python3 -c "$resolve" "$PADDLE_PSERVERS_IP_PORT_LIST" 2>/dev/null; do
       [ -n "$waited" ] || echo "paddle: waiting for the pservers' names to resolve:" \
         "$PADDLE_PSERVERS_IP_PORT_LIST"
