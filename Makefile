@@ -66,17 +66,14 @@ prepare: $(VENV)/.installed
 node-debs: ## the real node's Debian packages (containerd, runc, buildah, ...), as root
 	tools/install.sh node-debs
 
-# Four processes, one per group of tests/groups.py (the modules on a
-# session's real node in two halves, the kwok modules in two halves, the
-# modules with clusters of their own spread over them; each group runs whole
-# in one process, by the scheduler tests/conftest.py gives xdist for --dist
-# loadgroup), the unit tests wherever there is room. The suite is bound by
-# the machine's CPU: on one 2-core machine, warm, -n 2 took 1,583 s (one
-# process ran two groups one after the other), -n 3 1,110 to 1,212 s, -n 4
-# 1,164 to 1,338 s, -n 5 1,243 s with 12 % more CPU (more clusters alive at
-# once). Its tests judge what they mean, not the wall clock, so that the
-# load does not fail them (run 31 still found two that judged a moment:
-# one mended, test_train_endings' MXJob crash still open in #43).
+# Four processes, one per folder of tests/e2e (each folder runs whole in one
+# process, by the scheduler tests/conftest.py gives xdist for --dist
+# loadgroup; why the folders hold what they do is said there), the unit tests
+# wherever there is room. The suite is bound by the machine's CPU: on one
+# 2-core machine, warm, -n 2 took 1,583 s (one process ran two groups one
+# after the other), -n 3 1,110 to 1,212 s, -n 4 1,164 to 1,338 s, -n 5
+# 1,243 s with 12 % more CPU (more clusters alive at once). Its tests judge
+# what they mean, not the wall clock, so that the load does not fail them.
 PYTEST_GROUPS := -n 4 --dist loadgroup
 
 .PHONY: e2e

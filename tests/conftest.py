@@ -14,20 +14,52 @@ from dlk8s_dev.stopping import interrupt_on_termination
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
+# The folders of tests/e2e, each run whole by one process under `make test`
+# (pytest -n 4 --dist loadgroup): a folder's session clusters are shared by
+# its modules, and the four processes wait on different things at once.
+# training/ and realnode/ run on a session's real node (a minute and about
+# 40 CPU-seconds to start, once per process that asks for one: a module that
+# needs it belongs in one of these two); kinds/ and operator/ on kwok. The
+# modules that start clusters of their own (the demo, a release, Kueue,
+# `make cluster`'s stops) fill up the shorter folders. The unit tests go
+# wherever there is room, one by one.
+#
+# The suite is bound by its CPU: a process whose tests wait (for a pod to
+# start, a lease to expire) leaves a core idle unless another has work. The
+# folders are balanced on the modules' times in CI's JUnit report (run 44:
+# the real node's jobs that train 1,275 s in one process, the other three
+# 630 to 884 s; moving the demo and MXNet/Caffe2's training out of the first
+# evens them). -n 5 (run 29) took longer and more CPU than -n 4: more
+# clusters alive at once, each costing CPU while it lives.
+E2E_FOLDERS = ("training", "realnode", "kinds", "operator")
+
+
+def scope_of(nodeid: str) -> str:
+    """What one process runs whole: an end-to-end test's folder; any other
+    test is a scope of its own."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    if parts[:2] != ["tests", "e2e"]:
+        return nodeid
+    return parts[2] if len(parts) > 3 else "e2e"
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Under `--dist loadgroup`, the groups of tests/groups.py (see why there)."""
+    """Under `--dist loadgroup`, one process per folder of tests/e2e.
+
+    pytest-xdist's own loadgroup reads xdist_group markers through the
+    item's `_nodeid`, which pytest 9 no longer has: every test went to
+    whichever process was free, and modules of one folder ran side by side.
+    """
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    from .groups import scope_of
-
-    class GroupScheduling(LoadScopeScheduling):  # type: ignore[misc]
+    class FolderScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             return scope_of(nodeid)
 
-    return GroupScheduling(config, log)
+    return FolderScheduling(config, log)
 
 
 def pytest_configure(config: pytest.Config) -> None:

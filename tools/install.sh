@@ -187,7 +187,7 @@ GO
 NODE_DEBS=(containerd runc containernetworking-plugins iptables conntrack
   buildah mmdebstrap gcc libc6-dev
   # A release: skopeo pushes its images (make publish); docker-registry is
-  # the registry on 127.0.0.1 that tests/e2e/test_publish.py publishes to.
+  # the registry on 127.0.0.1 that tests/e2e/realnode/test_publish.py publishes to.
   skopeo docker-registry)
 install_node_debs() {
   local missing=() pkg

@@ -5,7 +5,7 @@ manager, the scheduler, kwok, Kueue; containerd, the kubelet, kube-proxy and
 CoreDNS on a real node) is a Go program, and most of a test run's CPU is
 theirs. With GOGC=400 they collect garbage a quarter as often as Go's
 default (100) and keep more heap between collections: in a run of
-tests/e2e/test_tfjob.py and test_caffe2job.py on one cluster the API
+tests/e2e/operator/test_tfjob.py and test_caffe2job.py on one cluster the API
 server used 48 CPU-seconds instead of 53, the control plane 81 instead of
 87. A GOGC of the caller's own is kept.
 """

@@ -15,7 +15,7 @@ from .helpers import CRDS, temporary_namespace
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Which process runs them: tests/groups.py.
+    # Which process runs them: their folder (tests/conftest.py).
     for item in items:
         if "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)

@@ -18,7 +18,7 @@ from dlk8s.job.computeresources import Resources
 from dlk8s.runtime.client import Kube
 
 from ..support.elastic import GI, targets
-from .test_manifests import JUNK, _mutations
+from ..support.malformed import MANIFEST_JUNK, random_mutation
 
 T0 = "2026-01-01T00:00:00Z"
 LATER = "2026-01-01T01:00:00Z"
@@ -185,13 +185,13 @@ def test_malformed_pytorchjobs_never_raise() -> None:
     rng = random.Random(5)
     base = pytorchjob("t", 1, 4, 2, gpu=1)
     for _ in range(2000):
-        junk = _mutations(base, rng)
+        junk = random_mutation(base, rng)
         elastic = job_from_manifest(junk)
         if elastic is not None:
             assert 1 <= elastic.min <= elastic.trainers <= elastic.max
             assert elastic.min < elastic.max
             assert elastic.role == "worker"
-    for junk in JUNK:
+    for junk in MANIFEST_JUNK:
         assert job_from_manifest({"kind": "PyTorchJob", "spec": junk}) is None
 
 

@@ -3,7 +3,6 @@ them, only active elastic PaddleJobs, and never an exception."""
 
 from __future__ import annotations
 
-import copy
 import random
 from typing import Any
 
@@ -12,6 +11,7 @@ from dlk8s.autoscaler.manifests import job_from_manifest, node_from_manifest, po
 from dlk8s.job.computeresources import Resources
 
 from ..support.elastic import GI
+from ..support.malformed import MANIFEST_JUNK, random_mutation
 
 
 def test_api_objects_are_read_as_the_scheduler_counts_them() -> None:
@@ -142,22 +142,6 @@ def test_a_pods_required_node_affinity_is_read_and_its_preferences_left_out() ->
     assert parsed.placement == EXPECTED
 
 
-JUNK: list[Any] = [None, 0, -1, True, "x", "", [], {}, [None], {"a": None}, 1.5, "200x", "-1"]
-
-
-def _mutations(base: dict[str, Any], rng: random.Random) -> dict[str, Any]:
-    """`base` with one to four fields, at any depth, replaced by junk."""
-    obj = copy.deepcopy(base)
-    for _ in range(rng.randint(1, 4)):
-        parent: dict[str, Any] = obj
-        key = rng.choice(list(parent))
-        while isinstance(parent[key], dict) and parent[key] and rng.random() < 0.7:
-            parent = parent[key]
-            key = rng.choice(list(parent))
-        parent[key] = rng.choice(JUNK)
-    return obj
-
-
 def test_malformed_objects_never_raise() -> None:
     rng = random.Random(3)
     bases = [
@@ -167,7 +151,7 @@ def test_malformed_objects_never_raise() -> None:
         {"metadata": {"name": "p"}, "spec": PLACED},
     ]
     for _ in range(2000):
-        junk = _mutations(rng.choice(bases), rng)
+        junk = random_mutation(rng.choice(bases), rng)
         elastic = job_from_manifest(junk)
         if elastic is not None:  # whatever it read, it is something to plan with
             assert 0 <= elastic.min <= elastic.trainers <= elastic.max
@@ -175,7 +159,7 @@ def test_malformed_objects_never_raise() -> None:
             assert min(elastic.trainer.cpu, elastic.trainer.memory, elastic.trainer.gpu) >= 0
         node_from_manifest(junk)
         pod_from_manifest(junk)
-    for junk in JUNK:
+    for junk in MANIFEST_JUNK:
         assert job_from_manifest(junk) is None
         assert node_from_manifest(junk) is None
         assert pod_from_manifest(junk) is None

@@ -3,7 +3,7 @@
 Each converted job is checked three ways: against the structural schema of its
 CRD in crds/ (the small checker of tests/unit/support/crd_schema.py: types,
 enums, bounds, required and unknown fields; the CEL rules are the apiserver's,
-see tests/e2e/test_convert.py), against the operator's own validation, and
+see tests/e2e/operator/test_convert.py), against the operator's own validation, and
 against field values written here by hand from the seed READMEs. The notes on
 standard error are checked too: every rename and drop must be told.
 """

@@ -3,7 +3,7 @@ PyTorchJobs and TFJobs (tests/data/kubeflow/).
 
 Each converted job must pass its CRD's structural schema and the operator's
 validation (tests/unit/support/crd_schema.py; the CEL rules are the API
-server's, tests/e2e/test_convert.py), and the values expected are written
+server's, tests/e2e/operator/test_convert.py), and the values expected are written
 from training-operator's documentation: its replica types (Master, Worker;
 Chief, PS, Evaluator), its defaults (restartPolicy OnFailure for PyTorch and
 Never for TensorFlow, cleanPodPolicy None, nprocPerNode auto, the elastic

@@ -1,7 +1,7 @@
 """GPU driver injection (dlk8s.job.accelerators): who gets what, and what stays the user's.
 
 The end-to-end proof that these mounts and variables reach a running
-container on a real node is tests/e2e/test_gpu_drivers.py.
+container on a real node is tests/e2e/realnode/test_gpu_drivers.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """spec.runPolicy.podFailurePolicy and successPolicy as the operator reads
-and checks them (the CRD says the same: tests/e2e/test_crd_validation.py),
+and checks them (the CRD says the same: tests/e2e/kinds/test_crd_validation.py),
 and what the caches keep for them."""
 
 from __future__ import annotations

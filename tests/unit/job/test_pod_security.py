@@ -1,7 +1,7 @@
 """Every container the operator adds to a job's pods carries the restricted
 Pod Security context, so the pods pass `restricted` whenever the user's own
 template does (issue 14). The admission itself is tested against a real
-kube-apiserver in tests/e2e/test_faults.py."""
+kube-apiserver in tests/e2e/operator/test_faults.py."""
 
 from __future__ import annotations
 

@@ -209,7 +209,7 @@ def test_a_job_fully_created_writes_what_it_did_before(
 def terminating(name: str) -> ApiError:
     message = f'pods "{name}" is forbidden: namespace ns is being terminated'
     body = api_status(403, "Forbidden", message)
-    # as kube-apiserver sends it (tests/e2e/test_informer.py checks it does)
+    # as kube-apiserver sends it (tests/e2e/kinds/test_informer.py checks it does)
     cause = {"reason": "NamespaceTerminating", "field": "metadata.namespace"}
     body["details"] = {"causes": [cause]}
     return api_error(403, "Forbidden", body)

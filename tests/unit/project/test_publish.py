@@ -1,7 +1,7 @@
 """What `make publish` decides before it pushes (dlk8s_dev.release).
 
 The pushes themselves run against a real registry in
-tests/e2e/test_publish.py; here: which versions and registries it accepts,
+tests/e2e/realnode/test_publish.py; here: which versions and registries it accepts,
 which registries it speaks plain HTTP to, the packaged chart it pins to the
 pushed digest, and the login file it writes and removes.
 """

@@ -24,7 +24,7 @@ ACTIONS = ROOT / ".github" / "actions"
 # The make targets the workflow may call, and what tests each here.
 TESTED_TARGETS: dict[str, Path | None] = {
     "test": None,  # the suite itself: what every change passes
-    "publish": ROOT / "tests" / "e2e" / "test_publish.py",
+    "publish": ROOT / "tests" / "e2e" / "realnode" / "test_publish.py",
 }
 MAKEFILES = [ROOT / "Makefile", *sorted(ROOT.glob("*/*.mk"))]
 # Commands a run step may call besides make: the runner's set-up, before

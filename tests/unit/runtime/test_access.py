@@ -1,6 +1,6 @@
 """Who may read /metrics (runtime.access): the statuses from the reviews'
 answers, what the reviews ask, and what is kept how long. The API server's
-answers come from a fake of our own client wrapper; tests/e2e/test_metrics.py
+answers come from a fake of our own client wrapper; tests/e2e/operator/test_metrics.py
 asks a real kube-apiserver."""
 
 from __future__ import annotations

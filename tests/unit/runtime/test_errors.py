@@ -13,7 +13,7 @@ from ..support.fakes import api_status
 
 TERMINATING = {
     **api_status(403, "Forbidden", 'pods "p" is forbidden: namespace ns is being terminated'),
-    # as kube-apiserver 1.34 sends it (tests/e2e/test_informer.py checks it does)
+    # as kube-apiserver 1.34 sends it (tests/e2e/kinds/test_informer.py checks it does)
     "details": {"causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]},
 }
 

@@ -1,5 +1,5 @@
 """The informer's list-and-watch logic, driven through a scripted fake of our
-own Kube.list_objects/watch. tests/e2e/test_informer.py proves the same
+own Kube.list_objects/watch. tests/e2e/kinds/test_informer.py proves the same
 against a real kube-apiserver."""
 
 from __future__ import annotations

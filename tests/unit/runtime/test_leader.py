@@ -1,7 +1,7 @@
 """Leader election over a fake of our own client wrapper's Lease calls.
 
 The protocol itself (takeover, release on SIGTERM) is tested against a real
-kube-apiserver in tests/e2e/test_leader.py; here, what a clock decides."""
+kube-apiserver in tests/e2e/kinds/test_leader.py; here, what a clock decides."""
 
 from __future__ import annotations
 

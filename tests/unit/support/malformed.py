@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import random
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -190,3 +191,22 @@ def check(result: Result, job: Any) -> None:
         assert meta["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
     for delete in (a for a in result.actions if isinstance(a, Delete)):
         assert delete.uid  # only objects we observed, guarded by their uid
+
+
+# Values a manifest field may hold in place of its own, for the
+# manifests' readers (not reconcile: `mutations` walks those exhaustively).
+MANIFEST_JUNK: list[Any] = [None, 0, -1, True, "x", "", [], {}]
+MANIFEST_JUNK += [[None], {"a": None}, 1.5, "200x", "-1"]
+
+
+def random_mutation(base: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """`base` with one to four fields, at any depth, replaced by junk."""
+    obj = copy.deepcopy(base)
+    for _ in range(rng.randint(1, 4)):
+        parent: dict[str, Any] = obj
+        key = rng.choice(list(parent))
+        while isinstance(parent[key], dict) and parent[key] and rng.random() < 0.7:
+            parent = parent[key]
+            key = rng.choice(list(parent))
+        parent[key] = rng.choice(MANIFEST_JUNK)
+    return obj
