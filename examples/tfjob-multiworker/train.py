@@ -28,6 +28,7 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -120,14 +121,19 @@ def main(argv: list[str] | None = None) -> int:
         say(role, index, f"wrote the loss to {args.logdir}")
     if not chief:
         return 0
+    return judge(args.tolerance, (w.numpy(), b.numpy()), (w_true, b_true), f"{role}-{index}")
 
-    error = float(max(np.abs(w.numpy() - w_true).max(), abs(b.numpy() - b_true)))
-    say(role, index, f"learned w {rounded(w.numpy())} b {b.numpy():.3f}")
-    say(role, index, f"true    w {rounded(w_true)} b {b_true:.3f}")
-    if error > args.tolerance:
-        say(role, index, f"FAILED: largest error {error:.4f} > {args.tolerance}")
+
+def judge(tolerance: float, learned: Any, truth: Any, who: str) -> int:
+    """The chief's verdict: 0 if the model learned the true function."""
+    (w_learned, b_learned), (w_true, b_true) = learned, truth
+    error = float(max(np.abs(w_learned - w_true).max(), abs(b_learned - b_true)))
+    print(f"{who}: learned w {rounded(w_learned)} b {b_learned:.3f}", flush=True)
+    print(f"{who}: true    w {rounded(w_true)} b {b_true:.3f}", flush=True)
+    if error > tolerance:
+        print(f"{who}: FAILED: largest error {error:.4f} > {tolerance}", flush=True)
         return 1
-    say(role, index, f"done: largest error {error:.4f} <= {args.tolerance}")
+    print(f"{who}: done: largest error {error:.4f} <= {tolerance}", flush=True)
     return 0
 
 

@@ -49,6 +49,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -134,31 +135,40 @@ def run_step(
             time.sleep(2)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    cluster, role, index = read_tf_config()
-    if role not in (*CHIEF_TYPES, "worker"):
-        sys.exit(f"train.py runs in the master and workers, not in a {role}")
-    if "ps" not in cluster:
-        sys.exit("train.py needs PS replicas to hold the variables")
-    chief = role in CHIEF_TYPES
-    # PID 1 of its container ignores signals it has no handler for: stop at
-    # once when the job is cleaned up, not when the grace period runs out.
-    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
-    tf.compat.v1.disable_eager_execution()
-    cluster_spec = tf.train.ClusterSpec(cluster)
-    server = tf.distribute.Server(cluster_spec, job_name=role, task_index=index, start=True)
-    say(role, index, f"serving {cluster[role][index]}; cluster {json.dumps(cluster)}")
+@dataclass
+class Replica:
+    """Who runs this program: its role and index in TF_CONFIG's cluster."""
 
-    truth = np.random.default_rng(args.seed)
-    w_true = truth.normal(size=(args.features, 1)).astype(np.float32)
-    b_true = np.float32(truth.normal())
-    # A stream of its own for each replica: together they see more data.
-    data = np.random.default_rng([args.seed, len(role), index])
+    role: str
+    index: int
 
+    @property
+    def chief(self) -> bool:
+        return self.role in CHIEF_TYPES
+
+    def say(self, message: str) -> None:
+        say(self.role, self.index, message)
+
+
+@dataclass
+class Model:
+    """The graph every trainer builds alike, its variables on the PSs."""
+
+    x: Any
+    y: Any
+    w: Any
+    b: Any
+    step: Any
+    loss: Any
+    train: Any
+    initialize: Any
+    uninitialized: Any
+
+
+def build_model(args: argparse.Namespace, spec: Any, me: Replica) -> Model:
     # Variables go to the PSs (round robin), the computation stays here.
     placement = tf.compat.v1.train.replica_device_setter(
-        worker_device=f"/job:{role}/task:{index}", cluster=cluster_spec
+        worker_device=f"/job:{me.role}/task:{me.index}", cluster=spec
     )
     with tf.compat.v1.device(placement):
         x = tf.compat.v1.placeholder(tf.float32, [None, args.features], name="x")
@@ -171,58 +181,97 @@ def main(argv: list[str] | None = None) -> int:
         train = optimizer.minimize(loss, global_step=step)
         initialize = tf.compat.v1.global_variables_initializer()
         uninitialized = tf.compat.v1.report_uninitialized_variables()
+    return Model(x, y, w, b, step, loss, train, initialize, uninitialized)
 
+
+def take_variables(session: Any, model: Model, me: Replica) -> bool:
+    """Initialise the variables (a fresh chief) or wait for them; whether
+    this replica initialised them."""
+    # Only a chief that initialised the variables may kill itself: its
+    # replacement finds them on the PS and must finish the job.
+    fresh = me.chief and session.run(model.uninitialized).size > 0
+    if fresh:
+        session.run(model.initialize)
+        me.say("initialised the variables on the PS")
+    elif me.chief:
+        me.say(f"found the variables on the PS at step {session.run(model.step)}: resuming")
+    else:
+        while session.run(model.uninitialized).size:
+            time.sleep(0.5)  # the chief has not initialised them yet
+        me.say("found the variables on the PS")
+    return fresh
+
+
+def train(args: argparse.Namespace, session: Any, model: Model, me: Replica, truth: Any) -> None:
+    """Take steps until the shared step count reaches --steps."""
+    w_true, b_true = truth
+    fresh = take_variables(session, model, me)
+    # A stream of its own for each replica: together they see more data.
+    data = np.random.default_rng([args.seed, len(me.role), me.index])
+    began, done, mine = time.monotonic(), int(session.run(model.step)), 0
+    while done < args.steps:
+        batch = data.normal(size=(args.batch_size, args.features)).astype(np.float32)
+        labels = batch @ w_true + b_true
+        labels += data.normal(scale=args.noise, size=labels.shape).astype(np.float32)
+        _, current, done = run_step(
+            session,
+            [model.train, model.loss, model.step],
+            {model.x: batch, model.y: labels},
+            args.retry_seconds,
+            me.say,
+        )
+        mine += 1
+        # The first step too: the loss the model started from.
+        if mine == 1 or mine % args.log_every == 0 or done >= args.steps:
+            me.say(f"step {done} loss {current:.6f}")
+        if fresh and 0 < args.kill_at_step <= done:
+            kill_myself(me.role, me.index, done)
+    me.say(f"trained {mine} of {done} shared steps in {time.monotonic() - began:.1f}s")
+
+
+def judge(args: argparse.Namespace, learned: Any, truth: Any, me: Replica) -> int:
+    """The chief's verdict: 0 if the model learned the true function."""
+    (w_learned, b_learned), (w_true, b_true) = learned, truth
+    error = float(max(np.abs(w_learned - w_true).max(), abs(b_learned - b_true)))
+    me.say(f"learned w {rounded(w_learned)} b {b_learned:.3f}")
+    me.say(f"true    w {rounded(w_true)} b {b_true:.3f}")
+    if error > args.tolerance:
+        me.say(f"FAILED: largest error {error:.4f} > {args.tolerance}")
+        return 1
+    me.say(f"done: largest error {error:.4f} <= {args.tolerance}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cluster, role, index = read_tf_config()
+    if role not in (*CHIEF_TYPES, "worker"):
+        sys.exit(f"train.py runs in the master and workers, not in a {role}")
+    if "ps" not in cluster:
+        sys.exit("train.py needs PS replicas to hold the variables")
+    me = Replica(role, index)
+    # PID 1 of its container ignores signals it has no handler for: stop at
+    # once when the job is cleaned up, not when the grace period runs out.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+    tf.compat.v1.disable_eager_execution()
+    spec = tf.train.ClusterSpec(cluster)
+    server = tf.distribute.Server(spec, job_name=role, task_index=index, start=True)
+    me.say(f"serving {cluster[role][index]}; cluster {json.dumps(cluster)}")
+
+    rng = np.random.default_rng(args.seed)
+    truth = (rng.normal(size=(args.features, 1)).astype(np.float32), np.float32(rng.normal()))
+    model = build_model(args, spec, me)
     # Talk to the PSs and to ourselves only: a replica must not wait for, or
     # fail with, another replica (the master ends before the workers do).
     session_config = tf.compat.v1.ConfigProto(
         device_filters=["/job:ps", f"/job:{role}/task:{index}"]
     )
     with tf.compat.v1.Session(server.target, config=session_config) as session:
-        # Only a chief that initialised the variables may kill itself: its
-        # replacement finds them on the PS and must finish the job.
-        fresh = chief and session.run(uninitialized).size > 0
-        if fresh:
-            session.run(initialize)
-            say(role, index, "initialised the variables on the PS")
-        elif chief:
-            say(role, index, f"found the variables on the PS at step {session.run(step)}: resuming")
-        else:
-            while session.run(uninitialized).size:
-                time.sleep(0.5)  # the chief has not initialised them yet
-            say(role, index, "found the variables on the PS")
-
-        began, done, mine = time.monotonic(), int(session.run(step)), 0
-        while done < args.steps:
-            batch = data.normal(size=(args.batch_size, args.features)).astype(np.float32)
-            labels = batch @ w_true + b_true
-            labels += data.normal(scale=args.noise, size=labels.shape).astype(np.float32)
-            _, current, done = run_step(
-                session,
-                [train, loss, step],
-                {x: batch, y: labels},
-                args.retry_seconds,
-                lambda message: say(role, index, message),
-            )
-            mine += 1
-            # The first step too: the loss the model started from.
-            if mine == 1 or mine % args.log_every == 0 or done >= args.steps:
-                say(role, index, f"step {done} loss {current:.6f}")
-            if fresh and 0 < args.kill_at_step <= done:
-                kill_myself(role, index, done)
-        took = time.monotonic() - began
-        say(role, index, f"trained {mine} of {done} shared steps in {took:.1f}s")
-        if not chief:
+        train(args, session, model, me, truth)
+        if not me.chief:
             return 0
-        w_learned, b_learned = session.run([w, b])
-
-    error = float(max(np.abs(w_learned - w_true).max(), abs(b_learned - b_true)))
-    say(role, index, f"learned w {rounded(w_learned)} b {b_learned:.3f}")
-    say(role, index, f"true    w {rounded(w_true)} b {b_true:.3f}")
-    if error > args.tolerance:
-        say(role, index, f"FAILED: largest error {error:.4f} > {args.tolerance}")
-        return 1
-    say(role, index, f"done: largest error {error:.4f} <= {args.tolerance}")
-    return 0
+        learned = session.run([model.w, model.b])
+    return judge(args, learned, truth, me)
 
 
 if __name__ == "__main__":
