@@ -388,12 +388,17 @@ def place(pod: Obj, placement: Placement) -> Obj:
 # -- status edits Kueue leaves to the integration -------------------------------------
 
 
-def set_condition(
-    status: Obj, type_: str, value: bool, reason: str, message: str, now: str, generation: object
-) -> bool:
-    """metav1's SetStatusCondition on a Workload's status: the transition
-    time moves only when the status flips. Whether anything changed."""
-    conditions = [c for c in as_list(status.get("conditions")) if isinstance(c, dict)]
+def workload_condition(
+    conditions: list[Obj],
+    type_: str,
+    value: bool,
+    edit: tuple[str, str, str, object],
+) -> list[Obj]:
+    """metav1's SetStatusCondition on a Workload's conditions, with the
+    contract of conditions.set_condition: a new list with `type_` set, the
+    same list when it says so already; the transition time moves only when
+    the status flips. `edit` is (reason, message, now, observed generation)."""
+    reason, message, now, generation = edit
     old = next((c for c in conditions if c.get("type") == type_), None)
     text = "True" if value else "False"
     new: Obj = {
@@ -408,8 +413,18 @@ def set_condition(
     if is_int(generation):
         new["observedGeneration"] = generation
     if old is not None and all(old.get(k) == v for k, v in new.items()):
+        return conditions
+    return [new if c is old else c for c in conditions] + ([] if old else [new])
+
+
+def _set(status: Obj, type_: str, value: bool, edit: tuple[str, str, str, object]) -> bool:
+    """`status` given the condition in place (the copy its caller made);
+    whether anything changed."""
+    conditions = [c for c in as_list(status.get("conditions")) if isinstance(c, dict)]
+    edited = workload_condition(conditions, type_, value, edit)
+    if edited is conditions:
         return False
-    status["conditions"] = [new if c is old else c for c in conditions] + ([] if old else [new])
+    status["conditions"] = edited
     return True
 
 
@@ -422,23 +437,16 @@ def released(workload: WorkloadView, now: datetime, stamp: str) -> Obj:
     generation = dig(obj, "metadata", "generation")
     reason, message = workload.reason(EVICTED), workload.message(EVICTED)
     requeue = reason in REQUEUED_AT_ONCE
-    set_condition(status, REQUEUED, requeue, reason or "Evicted", message, stamp, generation)
-    set_condition(status, QUOTA_RESERVED, False, "Pending", message, stamp, generation)
+    _set(status, REQUEUED, requeue, (reason or "Evicted", message, stamp, generation))
+    _set(status, QUOTA_RESERVED, False, ("Pending", message, stamp, generation))
     status.pop("admission", None)
     if workload.true(ADMITTED):
         since = parse_time(workload.conditions[ADMITTED].get("lastTransitionTime"))
         ran = int((now - since).total_seconds()) if since else 0
         past = status.get("accumulatedPastExecutionTimeSeconds")
         status["accumulatedPastExecutionTimeSeconds"] = (past if is_int(past) else 0) + max(0, ran)
-    set_condition(
-        status,
-        ADMITTED,
-        False,
-        "NoReservation",
-        "The workload has no reservation",
-        stamp,
-        generation,
-    )
+    no_reservation = ("NoReservation", "The workload has no reservation", stamp, generation)
+    _set(status, ADMITTED, False, no_reservation)
     return obj
 
 
@@ -465,5 +473,5 @@ def with_conditions(
     generation = dig(obj, "metadata", "generation")
     changed = False
     for type_, value, reason, message in edits:
-        changed = set_condition(status, type_, value, reason, message, stamp, generation) or changed
+        changed = _set(status, type_, value, (reason, message, stamp, generation)) or changed
     return obj if changed else None
