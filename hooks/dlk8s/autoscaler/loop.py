@@ -43,7 +43,7 @@ from dlk8s.autoscaler.manifests import (
 )
 from dlk8s.autoscaler.plan import DEFAULT_MAX_LOAD, DEFAULT_RESERVE_AFTER, Change, Plan, plan
 from dlk8s.job.config import Admission
-from dlk8s.job.names import API_VERSION
+from dlk8s.job.vocabulary import API_VERSION
 from dlk8s.runtime.apiresources import resource_for
 from dlk8s.runtime.client import Kube, Selectors
 from dlk8s.runtime.clock import seconds_left

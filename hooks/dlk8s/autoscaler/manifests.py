@@ -25,10 +25,11 @@ from dlk8s.autoscaler.cluster import (
     Toleration,
 )
 from dlk8s.job.computeresources import from_list, pod_requests
-from dlk8s.job.kinds import paddle_spec, pytorchjob
+from dlk8s.job.kinds import pytorchjob
 from dlk8s.job.kinds.elastic import CountAnnotations, is_admission_gate
-from dlk8s.job.names import LABEL_QUEUE_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE, State
+from dlk8s.job.kinds.paddlejob import spec as paddle_spec
 from dlk8s.job.objects import as_dict, as_int, as_list, as_str, dig, string_map
+from dlk8s.job.vocabulary import LABEL_QUEUE_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE, State
 
 # The annotations each kind's count is written to, by kind: the kinds the
 # autoscaler sizes.

@@ -12,7 +12,7 @@ import time
 import uuid
 from typing import Any
 
-from dlk8s.job.names import API_VERSION
+from dlk8s.job.vocabulary import API_VERSION
 from dlk8s.runtime.client import Kube, load_api_client
 from dlk8s.runtime.errors import ApiError, NotFoundError
 

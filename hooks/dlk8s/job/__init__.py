@@ -7,10 +7,12 @@ makes ``reconcile`` a function of (job, observed children, config, now)
 that a unit test can drive with dicts, and what mypy checks strictly.
 
 Inside, lowest first (kept by tests/unit/project/test_layers.py): the words
-(``names``, ``naming``, ``config``) -> ``objects`` (raw objects read
-leniently) -> ``actions``, ``conditions``, ``policy``, ``computeresources``,
-``kept`` -> ``failurepolicy`` (podFailurePolicy's rules) -> ``kind`` (what
-a kind is; the one view of a job) and
-``validation`` -> ``children`` -> ``env`` -> ``accelerators`` -> ``kinds/``
--> ``reconcile/`` and ``urgency``.
+(``vocabulary``: the API's labels, phases, states and reasons;
+``childnames``: the names of a job's children; ``config``) -> ``objects``
+(raw objects read leniently) -> ``actions``, ``conditions``, ``outcomes``
+(what a pod's end means), ``computeresources`` -> ``failurepolicy``
+(podFailurePolicy's rules) -> ``jobmodel`` (what a kind is; the one view of
+a job) and ``validation`` -> ``children`` -> ``network`` -> ``env`` ->
+``accelerators`` -> ``kinds/`` (one module or sub-package per kind) and
+``workloads`` (Kueue's Workload) -> ``reconcile/``.
 """

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlk8s.job.names import EventType, Reason
 from dlk8s.job.objects import Obj, as_dict, as_str
+from dlk8s.job.vocabulary import EventType, Reason
 
 
 @dataclass(frozen=True)
 class Event:
     """A Kubernetes Event; `involved` None means the job."""
 
-    type: str  # dlk8s.job.names.EventType
+    type: str  # dlk8s.job.vocabulary.EventType
     reason: str
     message: str
     involved: Obj | None = None

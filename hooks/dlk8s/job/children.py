@@ -11,8 +11,10 @@ from __future__ import annotations
 import copy
 from typing import Final
 
-from dlk8s.job.kind import JobContext, Slot
-from dlk8s.job.names import (
+from dlk8s.job.childnames import label_value
+from dlk8s.job.jobmodel import JobContext, Slot
+from dlk8s.job.objects import Obj, ObjectMeta, OwnerReference, as_dict, as_list
+from dlk8s.job.vocabulary import (
     ANNOTATION_RESTART_COUNT,
     API_VERSION,
     LABEL_JOB_KIND,
@@ -21,8 +23,6 @@ from dlk8s.job.names import (
     LABEL_REPLICA_TYPE,
     LABEL_RUNTIME_ID,
 )
-from dlk8s.job.naming import label_value
-from dlk8s.job.objects import Obj, ObjectMeta, OwnerReference, as_dict, as_list
 
 # (apiVersion, kind) of each child type.
 POD: Final = ("v1", "Pod")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Final, cast
 
-from dlk8s.job.names import CONDITION_ORDER, ConditionType
 from dlk8s.job.objects import Condition, as_list
+from dlk8s.job.vocabulary import CONDITION_ORDER, ConditionType
 
 _RANK: Final = {type_: i for i, type_ in enumerate(CONDITION_ORDER)}
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 
 from dlk8s.job.children import cluster_spec
-from dlk8s.job.kind import JobContext, Slot
+from dlk8s.job.jobmodel import JobContext, Slot
 from dlk8s.job.objects import EnvVar, Obj, as_list
 
 

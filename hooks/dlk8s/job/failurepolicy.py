@@ -1,7 +1,7 @@
 """spec.runPolicy.podFailurePolicy: what a pod that failed, or was
 disrupted, means for its job (docs/kinds.md, "What ends a job").
 
-A pod is judged once it has failed (policy.pod_outcome: its main container
+A pod is judged once it has failed (outcomes.pod_outcome: its main container
 exited non-zero, or the pod failed without an exit code) or while it
 carries the condition DisruptionTarget=True (evicted, preempted, its node
 drained or tainted). The first rule that matches decides: the job's own
@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from dlk8s.job.names import DISRUPTION_TARGET
 from dlk8s.job.objects import Obj, as_dict, as_list, as_str, dig, is_int, is_text, show
-from dlk8s.job.policy import FAILED, SUCCEEDED, Decision, PodOutcome, decide
+from dlk8s.job.outcomes import FAILED, SUCCEEDED, Decision, PodOutcome, decide
+from dlk8s.job.vocabulary import DISRUPTION_TARGET
 
 RULES_PATH: Final = "spec.runPolicy.podFailurePolicy.rules"
 MAX_RULES: Final = 20  # as a batch Job's podFailurePolicy
@@ -142,7 +142,7 @@ def judge(
             return judged(rule.action, rule.index)
     if disrupted is not None:
         return judged(Action.IGNORE, None)
-    # The seeds' exit-code classes, as policy.decide has them.
+    # The seeds' exit-code classes, as outcomes.decide has them.
     failing = decide(outcome, restart_policy, deciding) == Decision.FAIL_JOB
     return judged(Action.FAIL_JOB if failing else Action.COUNT, None)
 

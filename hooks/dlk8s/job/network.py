@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Final
 
+from dlk8s.job.childnames import child_name
 from dlk8s.job.children import job_labels, manifest
-from dlk8s.job.kind import JobContext
-from dlk8s.job.names import LABEL_JOB_NAME, LABEL_RUNTIME_ID
-from dlk8s.job.naming import child_name
+from dlk8s.job.jobmodel import JobContext
 from dlk8s.job.objects import Obj
+from dlk8s.job.vocabulary import LABEL_JOB_NAME, LABEL_RUNTIME_ID
 
 NETWORK_POLICY: Final = ("networking.k8s.io/v1", "NetworkPolicy")
 

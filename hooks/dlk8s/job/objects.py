@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict, TypeGuard
 
-from dlk8s.job.names import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from dlk8s.job.vocabulary import LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 
 # An API object as JSON decodes it.
 Obj = dict[str, Any]

@@ -15,8 +15,8 @@ from typing import Any
 
 from dlk8s.job.computeresources import is_quantity
 from dlk8s.job.failurepolicy import rules_problems
-from dlk8s.job.names import MAX_REPLICAS, CleanPodPolicy, RestartPolicy, SuccessPolicy
 from dlk8s.job.objects import Obj, as_int, as_list, dig, is_int, is_string_map, is_text, show
+from dlk8s.job.vocabulary import MAX_REPLICAS, CleanPodPolicy, RestartPolicy, SuccessPolicy
 
 _CONTAINER_LISTS = ("containers", "initContainers")
 

@@ -19,17 +19,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, TypeGuard
 
+from dlk8s.job.childnames import child_name, short_hash
 from dlk8s.job.children import job_labels, manifest
-from dlk8s.job.kind import ChildView, JobContext, Placement, QueueFacts
-from dlk8s.job.names import (
+from dlk8s.job.jobmodel import ChildView, JobContext, Placement, QueueFacts
+from dlk8s.job.objects import Obj, as_dict, as_list, dig, is_int, parse_time, string_map
+from dlk8s.job.vocabulary import (
     KUEUE_API_VERSION,
     KUEUE_GROUP,
     LABEL_KUEUE_JOB_UID,
     LABEL_PODSET,
     LABEL_PRIORITY_CLASS,
 )
-from dlk8s.job.naming import child_name, short_hash
-from dlk8s.job.objects import Obj, as_dict, as_list, dig, is_int, parse_time, string_map
 
 WORKLOAD: Final = (KUEUE_API_VERSION, "Workload")
 

@@ -20,5 +20,8 @@ The controller keeps its state in collaborators of one lock at most:
 its job's pass), ``ownwrites`` (our writes the caches do not show yet, the
 autoscaler's too), ``expectations``, ``passes`` (running passes, for
 /healthz), ``lifecycle`` (start and stop), ``workqueue``. ``health`` (what
-/healthz and /readyz answer) and ``leader`` stand beside.
+/healthz and /readyz answer) and ``leader`` stand beside. Two leaves are pure
+rules over the job layer that only the runtime uses: ``kept`` (what the
+caches keep of an object) and ``urgency`` (which changes of a child need its
+job's pass at once).
 """

@@ -14,7 +14,7 @@ from typing import Final
 from urllib.parse import quote
 
 from dlk8s.job.kinds import KINDS
-from dlk8s.job.names import API_VERSION, KUEUE_API_VERSION
+from dlk8s.job.vocabulary import API_VERSION, KUEUE_API_VERSION
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def resource_for(api_version: str, kind: str) -> Resource:
 
 
 # The children the controller watches (those labelled dlk8s.io/job-name),
-# by the field of job.kind.Observed that holds them.
+# by the field of job.jobmodel.Observed that holds them.
 CHILD_RESOURCES: Final[Mapping[str, Resource]] = MappingProxyType(
     {
         "pods": resource_for("v1", "Pod"),

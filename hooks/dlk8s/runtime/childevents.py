@@ -16,10 +16,10 @@ import threading
 from typing import NamedTuple
 
 from dlk8s.job.objects import Obj
-from dlk8s.job.urgency import Urgency, when
 from dlk8s.runtime.childindex import ChildIndex
 from dlk8s.runtime.expectations import Expectations, Seen
 from dlk8s.runtime.informer import DELETED
+from dlk8s.runtime.urgency import Urgency, when
 
 
 class Due(NamedTuple):

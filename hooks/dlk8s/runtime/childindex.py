@@ -1,6 +1,6 @@
 """The children of each job, as the child watches show them.
 
-A job's pass reads its children from here (job.kind.Observed), not by
+A job's pass reads its children from here (job.jobmodel.Observed), not by
 filtering the caches of every pod, service, configmap and deployment: the
 informers' handlers file each child under the uid of the job that controls
 it (its controller ownerReference), so a pass costs the job's children,
@@ -24,9 +24,9 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from dlk8s.job.failurepolicy import worth_remembering
-from dlk8s.job.kind import Observed
-from dlk8s.job.names import API_VERSION
+from dlk8s.job.jobmodel import Observed
 from dlk8s.job.objects import Obj
+from dlk8s.job.vocabulary import API_VERSION
 from dlk8s.runtime.apiresources import JOB_RESOURCES, OWNED_RESOURCES
 from dlk8s.runtime.informer import DELETED
 

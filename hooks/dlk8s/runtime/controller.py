@@ -22,13 +22,11 @@ from typing import Any, NamedTuple, Protocol
 
 from dlk8s.job.actions import Event
 from dlk8s.job.config import ControllerConfig
-from dlk8s.job.kept import kept_child, kept_job
-from dlk8s.job.kind import QueueFacts
-from dlk8s.job.names import LABEL_JOB_NAME, EventType, Reason, State
+from dlk8s.job.jobmodel import QueueFacts
 from dlk8s.job.objects import Obj, job_str
 from dlk8s.job.reconcile import Result, reconcile
 from dlk8s.job.reconcile.refused import after_refusals
-from dlk8s.job.urgency import Urgency
+from dlk8s.job.vocabulary import LABEL_JOB_NAME, EventType, Reason, State
 from dlk8s.runtime import logs, metrics
 from dlk8s.runtime.apiresources import (
     CHILD_RESOURCES,
@@ -44,10 +42,12 @@ from dlk8s.runtime.errors import ApiError, TerminalError, TransportError
 from dlk8s.runtime.executor import Api, ChildNotCreatedError, Executor, Outcome
 from dlk8s.runtime.expectations import Expectations
 from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Cache, Informer
+from dlk8s.runtime.kept import kept_child, kept_job
 from dlk8s.runtime.lifecycle import Lifecycle
 from dlk8s.runtime.ownwrites import OwnWrites
 from dlk8s.runtime.passes import STUCK_PASS_SECONDS, RunningPasses
 from dlk8s.runtime.queueing import MISSING, KueueWatch, kueue_served
+from dlk8s.runtime.urgency import Urgency
 from dlk8s.runtime.workqueue import ShutDownError, WorkQueue
 
 log = logging.getLogger(__name__)

@@ -35,9 +35,9 @@ from dlk8s.job.actions import (
     ReplaceStatus,
     merge_events,
 )
-from dlk8s.job.names import EventType, Reason
 from dlk8s.job.objects import as_list, dig
 from dlk8s.job.reconcile.refused import CREATE, DELETE, Refusal
+from dlk8s.job.vocabulary import EventType, Reason
 from dlk8s.runtime.apiresources import OWNED_RESOURCES
 from dlk8s.runtime.errors import (
     AlreadyExistsError,

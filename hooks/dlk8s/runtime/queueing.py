@@ -1,7 +1,7 @@
 """What the operator watches of Kueue beside its jobs' Workloads (--kueue).
 
 The pure queued path (job.reconcile.queued) reads the cluster's Kueue
-objects as one job.kind.QueueFacts: the ResourceFlavors an admission names,
+objects as one job.jobmodel.QueueFacts: the ResourceFlavors an admission names,
 the priority classes a Workload's priority comes from, and the namespaces
 with a LocalQueue "default". They are few and change rarely, so the facts
 are built again only after one of their watches delivered a change.
@@ -18,9 +18,9 @@ import threading
 from collections.abc import Sequence
 from typing import Final
 
-from dlk8s.job.kind import QueueFacts
-from dlk8s.job.names import DEFAULT_QUEUE, KUEUE_API_VERSION
+from dlk8s.job.jobmodel import QueueFacts
 from dlk8s.job.objects import Obj, as_dict, dig, is_int
+from dlk8s.job.vocabulary import DEFAULT_QUEUE, KUEUE_API_VERSION
 from dlk8s.runtime.apiresources import resource_for
 from dlk8s.runtime.client import Kube
 from dlk8s.runtime.errors import NotFoundError

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.job.kind import Observed
+from dlk8s.job.jobmodel import Observed
 from dlk8s.job.reconcile.invalid import spec_problems
 from dlk8s.job.reconcile.view import read_job
 from dlk8s.runtime.client import Kube

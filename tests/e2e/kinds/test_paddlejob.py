@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from dlk8s.job.computeresources import from_list, pod_requests
-from dlk8s.job.kinds.paddle_launch import LAUNCHER
+from dlk8s.job.kinds.paddlejob.launch import LAUNCHER
 from dlk8s_dev.localcluster import (
     LocalCluster,
     NodeSpec,

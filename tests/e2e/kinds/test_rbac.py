@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dlk8s.job.naming import grpc_server_configmap_name, tensorboard_name
+from dlk8s.job.childnames import grpc_server_configmap_name, tensorboard_name
 from dlk8s.job.network import network_policy_name
 from dlk8s_dev.localcluster import LocalCluster
 from dlk8s_dev.localdeploy import Install, OperatorProcess

@@ -8,11 +8,11 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from dlk8s.job.kept import kept_job
 from dlk8s.runtime.apiresources import resource_for
 from dlk8s.runtime.client import Kube, Selectors
 from dlk8s.runtime.errors import ConflictError
 from dlk8s.runtime.informer import ADDED, Informer
+from dlk8s.runtime.kept import kept_job
 from dlk8s_dev.localcluster import LocalCluster
 from dlk8s_dev.localdeploy import Install
 

@@ -2,7 +2,7 @@
 every example job of every kind, the pass that follows its first one, once
 the caches show what the first created, does nothing and writes nothing.
 (A pod created behind the operator's admission gate runs that pass: a
-later pass lifts the gate; tests/unit/job/test_urgency.py.)"""
+later pass lifts the gate; tests/unit/runtime/test_urgency.py.)"""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from dlk8s.job.failurepolicy import Action, judge, read_rules, worth_remembering
-from dlk8s.job.kept import kept_child
-from dlk8s.job.policy import pod_outcome
+from dlk8s.job.outcomes import pod_outcome
 from dlk8s.job.validation import run_policy_problems
+from dlk8s.runtime.kept import kept_child
 
 from ..support.endings import failure_rule
 

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from dlk8s.job.naming import (
+from dlk8s.job.childnames import (
     child_name,
     grpc_server_configmap_name,
     label_value,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.job.policy import (
+from dlk8s.job.outcomes import (
     Decision,
     ExitClass,
     PodOutcome,

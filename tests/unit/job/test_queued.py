@@ -16,8 +16,8 @@ from datetime import timedelta
 from typing import Any
 
 from dlk8s.job.actions import Create, Delete, Patch, ReplaceStatus
-from dlk8s.job.kind import Observed, QueueFacts
-from dlk8s.job.naming import short_hash
+from dlk8s.job.childnames import short_hash
+from dlk8s.job.jobmodel import Observed, QueueFacts
 from dlk8s.job.reconcile import Result
 
 from ..support.paddle import CONFIG as PADDLE_CONFIG

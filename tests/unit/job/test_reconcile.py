@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from dlk8s.job import naming
+from dlk8s.job import childnames
 from dlk8s.job.actions import Create, Delete, DeleteJob, Event
 from dlk8s.job.config import parse_config
 from dlk8s.job.reconcile import reconcile
@@ -50,7 +50,7 @@ def test_first_pass_creates_every_pod_and_the_grpc_configmap() -> None:
     # One event per create.
     assert events(result).count(("Normal", "SuccessfulCreate")) == 5
     assert result.status == {
-        "runtimeId": naming.runtime_id(UID),
+        "runtimeId": childnames.runtime_id(UID),
         "restartCount": 0,
         "observedGeneration": 1,
         "startTime": STAMP,
@@ -119,7 +119,7 @@ def test_every_child_is_owned_by_the_job_and_labelled() -> None:
         ]
         assert meta["labels"]["dlk8s.io/job-name"] == "example-job"
         assert meta["labels"]["dlk8s.io/job-kind"] == "tfjob"
-        assert meta["labels"]["dlk8s.io/runtime-id"] == naming.runtime_id(UID)
+        assert meta["labels"]["dlk8s.io/runtime-id"] == childnames.runtime_id(UID)
         assert {"dlk8s.io/replica-type", "dlk8s.io/replica-index"} <= set(meta["labels"])
 
 
@@ -719,7 +719,7 @@ def test_a_stray_holding_a_slot_name_is_deleted_before_the_slot_is_filled() -> N
 
 def test_children_of_another_job_never_reach_its_pass() -> None:
     """reconcile trusts Observed to hold only the job's own children
-    (kind.Observed): the runtime's index files each child under the uid of
+    (jobmodel.Observed): the runtime's index files each child under the uid of
     the job that controls it, whatever its labels say."""
     world = running_world()
     foreign = copy.deepcopy(world.pod("example-job-worker-0"))

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from dlk8s.job.actions import Create
-from dlk8s.job.names import EventType, Reason
+from dlk8s.job.vocabulary import EventType, Reason
 from dlk8s.runtime import executor
 from dlk8s.runtime.controller import Controller
 from dlk8s.runtime.errors import ApiError, api_error

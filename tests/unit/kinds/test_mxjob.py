@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.job import naming
+from dlk8s.job import childnames
 from dlk8s.job.config import parse_config
 
 from ..support.malformed import check_every_mutation, check_every_running_mutation
@@ -31,7 +31,7 @@ from ..support.worlds import (
 )
 
 UID = "0b7e5c1e-0000-4000-8000-00000000a001"
-RUNTIME_ID = naming.runtime_id(UID)
+RUNTIME_ID = childnames.runtime_id(UID)
 GPU_CONFIG = parse_config(
     {
         "accelerators": {

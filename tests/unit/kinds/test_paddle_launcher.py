@@ -2,7 +2,7 @@
 
 EDL's images carried paddle_k8s; no image since does. The launcher runs it
 where it is, and otherwise ENTRY in TRAINER_PACKAGE (see
-dlk8s.job.kinds.paddle_launch.LAUNCHER).
+dlk8s.job.kinds.paddlejob.launch.LAUNCHER).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import IO
 
 import pytest
 
-from dlk8s.job.kinds.paddle_launch import LAUNCHER
+from dlk8s.job.kinds.paddlejob.launch import LAUNCHER
 
 
 def launch(

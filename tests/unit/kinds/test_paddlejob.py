@@ -15,7 +15,7 @@ import pytest
 
 from dlk8s.job.actions import Create, Event, Patch
 from dlk8s.job.config import Admission, parse_config
-from dlk8s.job.kinds.paddle_spec import (
+from dlk8s.job.kinds.paddlejob.spec import (
     TrainerDecision,
     scale_reason,
     trainer_count,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.job import naming
+from dlk8s.job import childnames
 from dlk8s.job.config import parse_config
 from dlk8s.job.reconcile import verdicts
 
@@ -39,7 +39,7 @@ from ..support.worlds import (
 )
 
 UID = "9a7c0e11-0000-4000-8000-00000000b001"
-RUNTIME_ID = naming.runtime_id(UID)
+RUNTIME_ID = childnames.runtime_id(UID)
 CONFIG = parse_config({})
 # What a pod of a static job never gets from an elastic one, and the reverse.
 STATIC_ONLY = {"MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_NODE_RANK"}

@@ -63,7 +63,7 @@ def imports_of(path: Path) -> list[str]:
             if node.level:
                 raise AssertionError(f"{path}: relative import; name the layer explicitly")
             base = node.module or ""
-            # `from dlk8s.job import naming` imports dlk8s.job.naming
+            # `from dlk8s.job import childnames` imports dlk8s.job.childnames
             found += [f"{base}.{alias.name}" for alias in node.names] if base == "dlk8s" else [base]
     return found
 
@@ -111,8 +111,8 @@ def test_the_checker_catches_a_pure_module_that_reaches_the_runtime() -> None:
     assert violations("dlk8s.job.reconcile", ["dlk8s.runtime.client"]) == [
         "dlk8s.job.reconcile imports dlk8s.runtime.client"
     ]
-    assert violations("dlk8s.job.naming", ["kubernetes.client"]) != []
-    assert violations("dlk8s.job.naming", ["threading"]) == []  # stdlib is judged by review
+    assert violations("dlk8s.job.childnames", ["kubernetes.client"]) != []
+    assert violations("dlk8s.job.childnames", ["threading"]) == []  # stdlib is judged by review
     assert violations("dlk8s.autoscaler.plan", ["dlk8s.autoscaler.loop"]) != []
     assert violations("dlk8s.autoscaler.simulation", ["dlk8s.runtime.client"]) != []
     assert violations("dlk8s.autoscaler.cluster", ["prometheus_client"]) != []
@@ -173,7 +173,10 @@ def test_mypy_checks_every_pure_module_strictly() -> None:
 RUNTIME_TIERS = (
     # leaves: data, clocks, locks and counters, no other runtime module
     {"apiresources", "clock", "errors", "expectations", "health", "logs", "metrics"}
-    | {"ownwrites", "passes", "workqueue"},
+    | {"ownwrites", "passes", "workqueue"}
+    # what the caches keep of an object, and which changes need a pass now:
+    # pure rules over the job layer that only the runtime uses
+    | {"kept", "urgency"},
     {"client", "events", "leader", "serving"},  # the API calls, and the listeners
     {"access", "executor", "informer"},  # built on the calls
     {"childindex", "lifecycle", "queueing"},  # what the controller keeps, over the informers
@@ -183,17 +186,17 @@ RUNTIME_TIERS = (
 # In the job layer the vocabulary is at the bottom and reconcile at the top:
 # the kinds fill the slots that reconcile walks, never the other way round.
 JOB_TIERS = (
-    {"names", "naming", "config"},  # words, name rules and the controller config
+    {"vocabulary", "childnames", "config"},  # words, name rules and the controller config
     {"objects"},  # raw API objects read leniently
-    {"actions", "conditions", "policy", "computeresources", "kept"},
-    {"failurepolicy"},  # podFailurePolicy's rules, over policy's exit-code classes
-    {"kind", "validation"},  # what a kind is, and what any spec must hold
+    {"actions", "conditions", "outcomes", "computeresources"},
+    {"failurepolicy"},  # podFailurePolicy's rules, over outcomes' exit-code classes
+    {"jobmodel", "validation"},  # what a kind is and a job's view, and what any spec must hold
     {"children"},  # the manifests of pods and services
     {"network"},  # a job's NetworkPolicies
     {"env"},
     {"accelerators"},
     {"kinds", "workloads"},  # the five kinds, and Kueue's Workload of a queued job
-    {"reconcile", "urgency"},  # what a pass does, and when a change needs one now
+    {"reconcile"},  # what a pass does
 )
 ORDERS = {"dlk8s.runtime": RUNTIME_TIERS, "dlk8s.job": JOB_TIERS}
 
@@ -255,8 +258,8 @@ def test_the_order_checker_catches_an_inversion_inside_a_layer() -> None:
     assert order_violations("controller", ["client", "logs"]) == []
     source = PACKAGE / "runtime" / "controller.py"
     assert {"logs", "metrics", "client"} <= set(layer_imports(source, "dlk8s.runtime"))
-    assert order_violations("objects", ["kind"], "dlk8s.job") == ["objects imports kind"]
+    assert order_violations("objects", ["jobmodel"], "dlk8s.job") == ["objects imports jobmodel"]
     assert order_violations("kinds", ["reconcile"], "dlk8s.job") != []
-    assert order_violations("kinds", ["kinds", "kind"], "dlk8s.job") == []
+    assert order_violations("kinds", ["kinds", "jobmodel"], "dlk8s.job") == []
     tfjob = PACKAGE / "job" / "kinds" / "tfjob.py"
-    assert {"kind", "names"} <= set(layer_imports(tfjob, "dlk8s.job"))
+    assert {"jobmodel", "vocabulary"} <= set(layer_imports(tfjob, "dlk8s.job"))

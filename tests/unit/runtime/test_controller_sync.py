@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from dlk8s.job.names import EventType, Reason
+from dlk8s.job.vocabulary import EventType, Reason
 from dlk8s.runtime import controller as controller_module
 from dlk8s.runtime.controller import Controller, JobKey
 from dlk8s.runtime.errors import ApiError, NamespaceTerminatingError, TransportError

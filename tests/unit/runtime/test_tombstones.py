@@ -1,5 +1,5 @@
 """The ChildIndex's tombstones: the last state of a job's pods deleted lately
-(kind.Observed.gone), from the child watches' events, and the pass that
+(jobmodel.Observed.gone), from the child watches' events, and the pass that
 tells a pod evicted between two passes from a lost one."""
 
 from __future__ import annotations

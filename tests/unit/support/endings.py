@@ -14,7 +14,7 @@ from typing import Any
 
 from dlk8s.job.actions import Delete
 from dlk8s.job.failurepolicy import worth_remembering
-from dlk8s.job.kind import Observed
+from dlk8s.job.jobmodel import Observed
 
 from .worlds import STAMP, World
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from dlk8s.job.actions import Patch
 from dlk8s.job.config import parse_config
-from dlk8s.job.kinds.paddle_launch import LAUNCHER
+from dlk8s.job.kinds.paddlejob.launch import LAUNCHER
 from dlk8s.job.reconcile import Result
 
 from .worlds import World

@@ -14,8 +14,8 @@ from dlk8s.cli.convert.notes import Note, Notes
 from dlk8s.cli.convert.seed_kinds import SeedKind, seed_kind
 from dlk8s.cli.convert.skeleton import Options
 from dlk8s.job.kinds import KINDS
-from dlk8s.job.names import API_VERSION
 from dlk8s.job.objects import Obj
+from dlk8s.job.vocabulary import API_VERSION
 
 # What a conversion does unless the command line asks otherwise.
 DEFAULTS: Final = Options()

@@ -11,8 +11,8 @@ from dlk8s.cli.convert.kubeflow import ReplicaMap
 from dlk8s.cli.convert.notes import Notes
 from dlk8s.cli.convert.replicas import replica_list
 from dlk8s.job.kinds.tfjob import MASTER, PS, RULES, WORKER
-from dlk8s.job.names import SuccessPolicy
 from dlk8s.job.objects import Obj
+from dlk8s.job.vocabulary import SuccessPolicy
 
 _SPEC_DROPS: Final[tuple[Drop, ...]] = (
     (

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from dlk8s.job.kind import Kind
+from dlk8s.job.jobmodel import Kind
 from dlk8s.job.kinds.caffe2job import CAFFE2JOB
 from dlk8s.job.kinds.mxjob import MXJOB
 from dlk8s.job.kinds.paddlejob import PADDLEJOB

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from dlk8s.job.childnames import child_name, label_value
 from dlk8s.job.children import (
     containers_named,
     headless_service,
@@ -31,10 +32,8 @@ from dlk8s.job.children import (
     service_dns,
 )
 from dlk8s.job.env import cluster_config, secret_refs, set_env
-from dlk8s.job.kind import JobContext, PodSecret, Slot
+from dlk8s.job.jobmodel import JobContext, PodSecret, Slot
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
-from dlk8s.job.names import GROUP
-from dlk8s.job.naming import child_name, label_value
 from dlk8s.job.objects import Container, Obj, as_dict, as_int, as_list, as_str, dig
 from dlk8s.job.validation import (
     ReplicaRules,
@@ -42,6 +41,7 @@ from dlk8s.job.validation import (
     optional_string_problems,
     port_problems,
 )
+from dlk8s.job.vocabulary import GROUP
 
 MASTER, WORKER = "MASTER", "WORKER"
 CONTAINER: Final = "caffe2"

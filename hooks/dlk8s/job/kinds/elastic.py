@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from dlk8s.job.actions import Action, Event, Patch
-from dlk8s.job.kind import JobContext
-from dlk8s.job.names import LABEL_QUEUE_NAME, MAX_REPLICAS, EventType
+from dlk8s.job.jobmodel import JobContext
 from dlk8s.job.objects import Obj, as_list, dig, is_int, show
+from dlk8s.job.vocabulary import LABEL_QUEUE_NAME, MAX_REPLICAS, EventType
 
 # How much of a reason the annotation keeps, and how much status and events show.
 MAX_REASON: Final = 1000

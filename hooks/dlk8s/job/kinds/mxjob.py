@@ -14,7 +14,7 @@ from typing import Final
 
 from dlk8s.job.children import containers_named, service_host
 from dlk8s.job.env import set_env
-from dlk8s.job.kind import JobContext, Slot
+from dlk8s.job.jobmodel import JobContext, Slot
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
 from dlk8s.job.objects import Obj
 from dlk8s.job.validation import ReplicaRules

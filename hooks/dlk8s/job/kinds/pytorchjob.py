@@ -27,7 +27,7 @@ from typing import Final
 from dlk8s.job.actions import Action
 from dlk8s.job.children import containers_named, service_host
 from dlk8s.job.env import add_env_defaults, set_env
-from dlk8s.job.kind import ElasticRole, JobContext, Replica, Slot
+from dlk8s.job.jobmodel import ElasticRole, JobContext, Replica, Slot
 from dlk8s.job.kinds.elastic import (
     CountAnnotations,
     add_gate,
@@ -38,9 +38,9 @@ from dlk8s.job.kinds.elastic import (
     scaled_event,
 )
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
-from dlk8s.job.names import MAX_REPLICAS
 from dlk8s.job.objects import Obj, as_dict, as_int, as_list, dig, is_int, show
 from dlk8s.job.validation import ReplicaRules, int_between, optional_object, port_problems
+from dlk8s.job.vocabulary import MAX_REPLICAS
 
 KIND: Final = "PyTorchJob"
 MASTER, WORKER = "MASTER", "WORKER"

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dlk8s.job.kind import Kind, Replica
-from dlk8s.job.names import RestartPolicy
+from dlk8s.job.jobmodel import Kind, Replica
 from dlk8s.job.objects import Obj, as_dict, as_int, as_str
 from dlk8s.job.validation import ReplicaRules, replica_specs_problems
+from dlk8s.job.vocabulary import RestartPolicy
 
 
 def _nothing_more(job: Obj) -> list[str]:

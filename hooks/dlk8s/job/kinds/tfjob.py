@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 from typing import Final
 
+from dlk8s.job.childnames import grpc_server_configmap_name, tensorboard_name
 from dlk8s.job.children import (
     DEPLOYMENT,
     SERVICE,
@@ -28,10 +29,8 @@ from dlk8s.job.children import (
 )
 from dlk8s.job.config import GRPC_SERVER_SCRIPT_KEY
 from dlk8s.job.env import compact_json, set_env
-from dlk8s.job.kind import JobContext, Replica, Slot
+from dlk8s.job.jobmodel import JobContext, Replica, Slot
 from dlk8s.job.kinds.replicaspecs import replica_specs_kind
-from dlk8s.job.names import LABEL_JOB_KIND, LABEL_REPLICA_TYPE, LABEL_RUNTIME_ID
-from dlk8s.job.naming import grpc_server_configmap_name, tensorboard_name
 from dlk8s.job.network import policy_for_pods
 from dlk8s.job.objects import Container, Obj, as_dict, as_list, dig
 from dlk8s.job.validation import (
@@ -42,6 +41,7 @@ from dlk8s.job.validation import (
     optional_string_problems,
     volume_mounts_problems,
 )
+from dlk8s.job.vocabulary import LABEL_JOB_KIND, LABEL_REPLICA_TYPE, LABEL_RUNTIME_ID
 
 MASTER: Final = "MASTER"
 WORKER: Final = "WORKER"

@@ -18,12 +18,12 @@ A job goes through one of four paths, one module each:
   (verdicts.py: the success policy, podFailurePolicy, the deadline and
   backoffLimit).
 
-What the paths share: view.py reads the job once (kind.JobView, the
+What the paths share: view.py reads the job once (jobmodel.JobView, the
 status fields every path carries included) and holds the Result, slots.py
 pairs the spec's slots with their pods, restarts.py counts restarts. The
 pods of every role by phase are summed here, last.
 
-The children come in as the runtime's index files them (kind.Observed):
+The children come in as the runtime's index files them (jobmodel.Observed):
 only those the job controls, so they are not filtered again here.
 
 after_refusals(result, not_created, refusals) is the status of a pass
@@ -39,9 +39,9 @@ from datetime import datetime
 from typing import Final
 
 from dlk8s.job.config import ControllerConfig
-from dlk8s.job.kind import JobView, Observed
+from dlk8s.job.jobmodel import JobView, Observed
 from dlk8s.job.objects import Obj, as_dict, as_int, as_list, to_utc
-from dlk8s.job.policy import FAILED, PENDING, RUNNING, SUCCEEDED
+from dlk8s.job.outcomes import FAILED, PENDING, RUNNING, SUCCEEDED
 from dlk8s.job.reconcile.active import active, job_context
 from dlk8s.job.reconcile.finished import finish
 from dlk8s.job.reconcile.invalid import invalid_verdict, spec_problems

@@ -12,14 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from dlk8s.job import naming
+from dlk8s.job import childnames
 from dlk8s.job.actions import Action, Event
 from dlk8s.job.conditions import clear_condition, set_condition
 from dlk8s.job.config import ControllerConfig
-from dlk8s.job.kind import ChildView, JobContext, JobView, Kind, Slot
-from dlk8s.job.names import ConditionType, EventType, Phase, Reason, State
+from dlk8s.job.jobmodel import ChildView, JobContext, JobView, Kind, Slot
 from dlk8s.job.objects import Obj
-from dlk8s.job.policy import Decision
+from dlk8s.job.outcomes import Decision
 from dlk8s.job.reconcile.changes import changes, first_pods
 from dlk8s.job.reconcile.endings import remember
 from dlk8s.job.reconcile.finished import finish
@@ -29,13 +28,14 @@ from dlk8s.job.reconcile.slots import SlotView, match_pods, replica_statuses
 from dlk8s.job.reconcile.suspended import suspended
 from dlk8s.job.reconcile.verdicts import verdict
 from dlk8s.job.reconcile.view import MEMORY_FIELDS, Result
+from dlk8s.job.vocabulary import ConditionType, EventType, Phase, Reason, State
 
 
 def job_context(job: JobView, kind: Kind, config: ControllerConfig) -> JobContext:
     """A valid job's view with what its spec makes of it."""
     replicas = kind.replicas(job.raw)
     slots = tuple(
-        Slot(replica, index, naming.pod_name(job.name, replica.role, index))
+        Slot(replica, index, childnames.pod_name(job.name, replica.role, index))
         for replica in replicas
         for index in range(replica.replicas)
     )

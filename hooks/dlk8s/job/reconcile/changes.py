@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dlk8s.job.accelerators import inject_accelerators
 from dlk8s.job.actions import Action, create_actions, delete_actions
 from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE, headless_service, pod_for_slot
-from dlk8s.job.kind import ChildView, JobContext, Slot
+from dlk8s.job.jobmodel import ChildView, JobContext, Slot
 from dlk8s.job.network import NETWORK_POLICY, job_network_policy
 from dlk8s.job.objects import Obj, dig
 from dlk8s.job.reconcile.slots import SlotView

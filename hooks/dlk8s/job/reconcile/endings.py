@@ -27,11 +27,11 @@ from typing import Final
 
 from dlk8s.job.actions import Action, Event
 from dlk8s.job.failurepolicy import Judgement
-from dlk8s.job.kind import JobContext
-from dlk8s.job.names import EventType, Reason
+from dlk8s.job.jobmodel import JobContext
 from dlk8s.job.objects import Obj, as_dict, as_list, is_int
-from dlk8s.job.policy import SUCCEEDED, Decision
+from dlk8s.job.outcomes import SUCCEEDED, Decision
 from dlk8s.job.reconcile.slots import SlotView
+from dlk8s.job.vocabulary import EventType, Reason
 
 FAILED_REPLICAS: Final = "failedReplicas"
 UNCOUNTED_RESTARTS: Final = "uncountedRestarts"

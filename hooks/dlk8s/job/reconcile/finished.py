@@ -20,8 +20,7 @@ from datetime import datetime
 from dlk8s.job.actions import Action, DeleteJob, Event, ReplaceStatus, delete_actions
 from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE
 from dlk8s.job.conditions import finished_conditions
-from dlk8s.job.kind import ChildView, JobView
-from dlk8s.job.names import CleanPodPolicy, EventType, Phase, Reason, State
+from dlk8s.job.jobmodel import ChildView, JobView
 from dlk8s.job.network import NETWORK_POLICY
 from dlk8s.job.objects import (
     Obj,
@@ -31,8 +30,9 @@ from dlk8s.job.objects import (
     format_time,
     later,
 )
-from dlk8s.job.policy import FAILED, SUCCEEDED, has_stopped, pod_outcome, replica_status
+from dlk8s.job.outcomes import FAILED, SUCCEEDED, has_stopped, pod_outcome, replica_status
 from dlk8s.job.reconcile.view import Result, Verdict
+from dlk8s.job.vocabulary import CleanPodPolicy, EventType, Phase, Reason, State
 from dlk8s.job.workloads import FINISHED, read_workload, with_conditions
 
 # Under cleanPodPolicy Running, how long a job that has succeeded lets the

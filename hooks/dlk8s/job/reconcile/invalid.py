@@ -7,12 +7,12 @@ the operator never half-builds a job. The finished path then takes over.
 
 from __future__ import annotations
 
-from dlk8s.job.kind import JobView
+from dlk8s.job.jobmodel import JobView
 from dlk8s.job.kinds import KINDS
-from dlk8s.job.names import Reason, State
 from dlk8s.job.objects import show
 from dlk8s.job.reconcile.view import Verdict
 from dlk8s.job.validation import metadata_problems, run_policy_problems
+from dlk8s.job.vocabulary import Reason, State
 
 
 def spec_problems(job: JobView) -> list[str]:

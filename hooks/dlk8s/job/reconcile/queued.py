@@ -20,12 +20,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from dlk8s.job import naming
+from dlk8s.job import childnames
 from dlk8s.job.actions import Action, Event, Patch, ReplaceStatus, create_actions, delete_actions
 from dlk8s.job.children import POD
 from dlk8s.job.conditions import clear_condition, has_condition, set_condition
-from dlk8s.job.kind import JobContext, JobView, Placement, Slot
-from dlk8s.job.names import (
+from dlk8s.job.jobmodel import JobContext, JobView, Placement, Slot
+from dlk8s.job.objects import Condition, Obj, dig
+from dlk8s.job.reconcile.slots import SlotView, replica_statuses
+from dlk8s.job.reconcile.view import Result
+from dlk8s.job.vocabulary import (
     API_VERSION,
     KUEUE_API_VERSION,
     LABEL_QUEUE_NAME,
@@ -35,9 +38,6 @@ from dlk8s.job.names import (
     Reason,
     State,
 )
-from dlk8s.job.objects import Condition, Obj, dig
-from dlk8s.job.reconcile.slots import SlotView, replica_statuses
-from dlk8s.job.reconcile.view import Result
 from dlk8s.job.workloads import (
     WORKLOAD,
     Queueing,
@@ -210,7 +210,7 @@ def admitted_context(ctx: JobContext, places: Mapping[str, Placement]) -> JobCon
         for r in ctx.replicas
     )
     slots = tuple(
-        Slot(replica, index, naming.pod_name(ctx.job.name, replica.role, index))
+        Slot(replica, index, childnames.pod_name(ctx.job.name, replica.role, index))
         for replica in replicas
         for index in range(replica.replicas)
     )

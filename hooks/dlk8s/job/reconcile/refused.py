@@ -29,13 +29,13 @@ from typing import Final
 
 from dlk8s.job.actions import Action, Event
 from dlk8s.job.conditions import set_condition
-from dlk8s.job.kind import JobView
-from dlk8s.job.names import LABEL_REPLICA_TYPE, ConditionType, EventType, Reason
+from dlk8s.job.jobmodel import JobView
 from dlk8s.job.objects import Obj, as_dict, as_int, as_list, as_str, dig, is_int
-from dlk8s.job.policy import PENDING
+from dlk8s.job.outcomes import PENDING
 from dlk8s.job.reconcile.finished import finish
 from dlk8s.job.reconcile.invalid import invalid_verdict
 from dlk8s.job.reconcile.view import Result
+from dlk8s.job.vocabulary import LABEL_REPLICA_TYPE, ConditionType, EventType, Reason
 
 CREATE: Final = "create"
 DELETE: Final = "delete"

@@ -36,12 +36,12 @@ from typing import Final
 from dlk8s.job.actions import Action, Event, delete_of
 from dlk8s.job.children import POD
 from dlk8s.job.failurepolicy import pod_conditions
-from dlk8s.job.kind import JobContext
-from dlk8s.job.names import DISRUPTION_TARGET, ConditionType, EventType, Reason
+from dlk8s.job.jobmodel import JobContext
 from dlk8s.job.objects import later, parse_time
-from dlk8s.job.policy import Decision, restart_delay
+from dlk8s.job.outcomes import Decision, restart_delay
 from dlk8s.job.reconcile.endings import Memory
 from dlk8s.job.reconcile.slots import SlotView
+from dlk8s.job.vocabulary import DISRUPTION_TARGET, ConditionType, EventType, Reason
 
 
 def lost_pods(ctx: JobContext, views: Sequence[SlotView], memory: Memory) -> int:

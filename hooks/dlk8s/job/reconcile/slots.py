@@ -1,7 +1,7 @@
 """The slots of a valid job and the pods that fill them.
 
 match_pods pairs every slot of the spec with the pod that fills it (found by
-its labels) and judges that pod (policy.pod_outcome; a failed or disrupted
+its labels) and judges that pod (outcomes.pod_outcome; a failed or disrupted
 one by podFailurePolicy, failurepolicy.judge); a pod of the job that fills
 no slot is a stray. A slot no pod fills is judged by the last state of its
 pod deleted lately, if the runtime kept one (Observed.gone). The active
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dlk8s.job.failurepolicy import Action, Judgement, judge
-from dlk8s.job.kind import ChildView, JobContext, Slot
+from dlk8s.job.jobmodel import ChildView, JobContext, Slot
 from dlk8s.job.objects import ReplicaStatus, as_str, dig
-from dlk8s.job.policy import (
+from dlk8s.job.outcomes import (
     FAILED,
     PENDING,
     Decision,

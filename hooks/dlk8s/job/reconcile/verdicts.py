@@ -28,12 +28,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Final
 
-from dlk8s.job.kind import JobContext, JobView
-from dlk8s.job.names import Reason, State, SuccessPolicy
+from dlk8s.job.jobmodel import JobContext, JobView
 from dlk8s.job.objects import Obj, as_dict, later
-from dlk8s.job.policy import RUNNING, SUCCEEDED, Decision
+from dlk8s.job.outcomes import RUNNING, SUCCEEDED, Decision
 from dlk8s.job.reconcile.slots import SlotView
 from dlk8s.job.reconcile.view import Verdict
+from dlk8s.job.vocabulary import Reason, State, SuccessPolicy
 
 # The role successPolicy AllWorkers waits for (Kubeflow's name for it).
 WORKER: Final = "WORKER"

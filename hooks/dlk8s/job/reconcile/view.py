@@ -1,6 +1,6 @@
 """Reading a job once, and what every path returns.
 
-read_job makes the JobView (kind.JobView) every path reads: leniently, so
+read_job makes the JobView (jobmodel.JobView) every path reads: leniently, so
 any input gives one, and once, so no path digs in the object again. A
 Verdict is an outcome decided in this pass; a Result is what a pass returns.
 """
@@ -12,21 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from dlk8s.job import naming
+from dlk8s.job import childnames
 from dlk8s.job.actions import Action
 from dlk8s.job.conditions import clean_conditions
 from dlk8s.job.failurepolicy import read_rules
-from dlk8s.job.kind import Children, ChildView, JobView, Observed, QueueFacts, RunPolicy
+from dlk8s.job.jobmodel import Children, ChildView, JobView, Observed, QueueFacts, RunPolicy
 from dlk8s.job.kinds import lookup
-from dlk8s.job.names import (
-    ANNOTATION_RESTART_COUNT,
-    DEFAULT_QUEUE,
-    LABEL_QUEUE_NAME,
-    CleanPodPolicy,
-    ConditionType,
-    State,
-    SuccessPolicy,
-)
 from dlk8s.job.objects import (
     Obj,
     as_dict,
@@ -41,7 +32,16 @@ from dlk8s.job.objects import (
     parse_time,
     replica_key,
 )
-from dlk8s.job.policy import counted_pods
+from dlk8s.job.outcomes import counted_pods
+from dlk8s.job.vocabulary import (
+    ANNOTATION_RESTART_COUNT,
+    DEFAULT_QUEUE,
+    LABEL_QUEUE_NAME,
+    CleanPodPolicy,
+    ConditionType,
+    State,
+    SuccessPolicy,
+)
 from dlk8s.job.workloads import held_queue
 
 # The status fields that remember how pods ended: the replicas that failed
@@ -78,7 +78,7 @@ def read_job(raw: Obj, observed: Observed, now: datetime) -> JobView:
     start, completion = prev.get("startTime"), prev.get("completionTime")
     started_at, completed_at = parse_time(start), parse_time(completion)
     start_time = start if started_at is not None else None
-    runtime_id, stamp = naming.runtime_id(uid), format_time(now)
+    runtime_id, stamp = childnames.runtime_id(uid), format_time(now)
     children = read_children(observed)
     restarts = restart_count(prev, observed.pods)
     limit = policy.active_deadline_seconds

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from dlk8s.job.kinds.elastic import CountAnnotations
-from dlk8s.job.kinds.paddle_templates import role_template, template_problems
-from dlk8s.job.names import MAX_REPLICAS
+from dlk8s.job.kinds.paddlejob.templates import role_template, template_problems
 from dlk8s.job.objects import Obj, as_dict, as_int, as_list, dig, is_int
 from dlk8s.job.validation import (
     int_between,
@@ -20,6 +19,7 @@ from dlk8s.job.validation import (
     port_problems,
     resources_problems,
 )
+from dlk8s.job.vocabulary import MAX_REPLICAS
 
 KIND: Final = "PaddleJob"
 MASTER: Final = "MASTER"

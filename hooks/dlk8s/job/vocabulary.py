@@ -149,7 +149,7 @@ class SuccessPolicy:
 
 
 class RestartPolicy:
-    """When the operator recreates a finished pod (see policy.decide)."""
+    """When the operator recreates a finished pod (see outcomes.decide)."""
 
     EXIT_CODE: Final = "ExitCode"
     ON_FAILURE: Final = "OnFailure"

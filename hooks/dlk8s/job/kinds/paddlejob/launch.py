@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Final
 
 from dlk8s.job.children import service_host
-from dlk8s.job.kind import JobContext, Slot
-from dlk8s.job.kinds.paddle_spec import (
+from dlk8s.job.jobmodel import JobContext, Slot
+from dlk8s.job.kinds.paddlejob.spec import (
     DEFAULT_PORT,
     MASTER,
     PSERVER,
@@ -149,7 +149,7 @@ LAUNCHER: Final = _LAUNCHER.replace("RELAUNCH_WINDOW", str(RELAUNCH_WINDOW)).rep
 
 
 def etcd_address(ctx: JobContext) -> str:
-    """The job's etcd, beside its master (paddle_pods._master_template)."""
+    """The job's etcd, beside its master (pods._master_template)."""
     master = next(s for s in ctx.slots if s.role == MASTER)
     return f"etcd://{service_host(ctx, master)}:{ETCD_PORT}"
 

@@ -20,8 +20,8 @@ from typing import Any, TypeVar, cast
 from dlk8s.job.actions import Action
 from dlk8s.job.config import ControllerConfig
 from dlk8s.job.failurepolicy import Rule
-from dlk8s.job.names import CleanPodPolicy, RestartPolicy, SuccessPolicy
 from dlk8s.job.objects import Condition, Obj
+from dlk8s.job.vocabulary import CleanPodPolicy, RestartPolicy, SuccessPolicy
 
 T = TypeVar("T")
 
@@ -35,7 +35,7 @@ class RunPolicy:
     active_deadline_seconds: int | None = None  # None: no deadline
     backoff_limit: int | None = None  # None: no limit, as the CRD documents
     suspend: bool = False  # True: every pod is deleted until it is False again
-    # When the deciding replica's success is the job's (names.SuccessPolicy).
+    # When the deciding replica's success is the job's (vocabulary.SuccessPolicy).
     success_policy: str = SuccessPolicy.NO_FAILED_REPLICAS
     # podFailurePolicy's rules, tried before the defaults (failurepolicy.judge).
     failure_rules: tuple[Rule, ...] = ()
@@ -49,7 +49,7 @@ class Replica:
     replicas: int  # how many pods the spec asks for
     port: int  # of its Services and of its main container
     template: Obj  # the pod template as the spec writes it; never modified
-    restart_policy: str = RestartPolicy.EXIT_CODE  # when a pod is recreated (policy.decide)
+    restart_policy: str = RestartPolicy.EXIT_CODE  # when a pod is recreated (outcomes.decide)
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class Slot:
 
     replica: Replica
     index: int  # 0 .. replica.replicas - 1
-    name: str  # of its pod and of its Service (naming.pod_name)
+    name: str  # of its pod and of its Service (childnames.pod_name)
 
     @property
     def role(self) -> str:
@@ -282,7 +282,7 @@ class Kind:
     deciding_roles: how the job's outcome is decided. The first of these roles
                   the job has pods of decides it: the job succeeds once every
                   pod of that role has succeeded, and fails as soon as one of
-                  them fails for good (policy.decide). TFJob: (MASTER,);
+                  them fails for good (outcomes.decide). TFJob: (MASTER,);
                   Caffe2Job: (MASTER, WORKER), i.e. the MASTER, or without
                   one all the workers. Other roles' pods end the job only by
                   failing under restartPolicy Never.

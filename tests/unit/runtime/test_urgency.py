@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dlk8s.job.urgency import Urgency, changes_state, when
+from dlk8s.runtime.urgency import Urgency, changes_state, when
 
 
 def pod(role: str, index: int = 0, phase: str | None = "Pending", **status: Any) -> dict[str, Any]:

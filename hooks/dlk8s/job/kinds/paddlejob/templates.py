@@ -2,7 +2,7 @@
 
 `spec.master.template`, `spec.pserver.template` and `spec.trainer.template`
 are core/v1 PodTemplateSpecs. The operator builds each role's pod from the
-spec as EDL did (paddle_pods) and merges the role's template into it: the
+spec as EDL did (pods) and merges the role's template into it: the
 template gives everything the operator does not decide (placement, pull
 secrets, priority, volumes, security contexts, sidecars), the operator
 keeps what makes the job a PaddleJob. docs/kinds.md says what wins where.
@@ -26,7 +26,7 @@ from dlk8s.job.validation import (
 # autoscaler and EDL's variables read one truth.
 OWNED_FIELDS: Final = ("image", "command", "args", "ports", "resources")
 # Names the operator's own volumes take: the live count, the master's etcd,
-# the Paddle launcher's logs (paddle_pods, paddle_launch).
+# the Paddle launcher's logs (pods, launch).
 RESERVED_VOLUMES: Final = ("dlk8s-trainers", "etcd-data", "dlk8s-paddle-log")
 RESERVED_MASTER_CONTAINERS: Final = ("etcd",)
 

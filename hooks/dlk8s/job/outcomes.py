@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-from dlk8s.job.names import RestartPolicy
 from dlk8s.job.objects import (
     Obj,
     ReplicaStatus,
@@ -28,6 +27,7 @@ from dlk8s.job.objects import (
     is_text,
     parse_time,
 )
+from dlk8s.job.vocabulary import RestartPolicy
 
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"

@@ -1,5 +1,5 @@
 """PaddleJob's pods: built from the spec as EDL's job parser built them,
-with each role's pod template (paddle_templates) merged in.
+with each role's pod template (templates) merged in.
 
 Commands, labels, ports, the master's etcd, EDL's variables and the live
 trainer count's volume: docs/kinds.md says what each pod gets.
@@ -11,14 +11,15 @@ import copy
 from decimal import ROUND_FLOOR
 from typing import Final
 
+from dlk8s.job.childnames import label_value
 from dlk8s.job.children import containers_named, restricted_security_context
 from dlk8s.job.computeresources import cpu_cores, gpu_count
 from dlk8s.job.config import DEFAULT_ETCD_IMAGE
 from dlk8s.job.env import set_env
-from dlk8s.job.kind import JobContext, Replica, Slot
+from dlk8s.job.jobmodel import JobContext, Replica, Slot
 from dlk8s.job.kinds.elastic import add_gate
 from dlk8s.job.kinds.elastic import awaits_admission as gated
-from dlk8s.job.kinds.paddle_launch import (
+from dlk8s.job.kinds.paddlejob.launch import (
     ETCD_PORT,
     LAUNCHER,
     LOG_DIR,
@@ -27,7 +28,7 @@ from dlk8s.job.kinds.paddle_launch import (
     ps_env,
     slot_env,
 )
-from dlk8s.job.kinds.paddle_spec import (
+from dlk8s.job.kinds.paddlejob.spec import (
     ANNOTATION_TRAINERS,
     CONTAINER,
     DEFAULT_PASSES,
@@ -41,10 +42,9 @@ from dlk8s.job.kinds.paddle_spec import (
     is_elastic,
     trainer_count,
 )
-from dlk8s.job.kinds.paddle_templates import merge_template, role_template
-from dlk8s.job.names import RestartPolicy
-from dlk8s.job.naming import label_value
+from dlk8s.job.kinds.paddlejob.templates import merge_template, role_template
 from dlk8s.job.objects import Container, ContainerPort, EnvVar, Obj, as_dict, as_int, as_list, dig
+from dlk8s.job.vocabulary import RestartPolicy
 
 MASTER_PORT: Final = 8080
 ETCD_CONTAINER: Final = "etcd"
@@ -162,7 +162,7 @@ def _template(job: Obj, role: str) -> Obj:
         container["resources"] = copy.deepcopy(block["resources"])
     if role != TRAINER or not fault_tolerant(job):
         return _pod_template(job, role, [container])
-    # Paddle's elastic launcher keeps its logs there (paddle_launch).
+    # Paddle's elastic launcher keeps its logs there (launch).
     container["volumeMounts"] = [{"name": LOG_VOLUME, "mountPath": LOG_DIR}]
     return _pod_template(job, role, [container], ({"name": LOG_VOLUME, "emptyDir": {}},))
 

@@ -36,11 +36,11 @@ from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import NamedTuple
 
-from dlk8s.job.kind import Kind
+from dlk8s.job.jobmodel import Kind
 from dlk8s.job.kinds import lookup
 from dlk8s.job.kinds.elastic import is_admission_gate
 from dlk8s.job.objects import Obj, as_dict, as_list, dig, is_terminating, replica_key
-from dlk8s.job.policy import FAILED, RUNNING, SUCCEEDED, pod_outcome
+from dlk8s.job.outcomes import FAILED, RUNNING, SUCCEEDED, pod_outcome
 
 UP = (RUNNING, SUCCEEDED)
 

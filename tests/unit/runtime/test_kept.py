@@ -9,9 +9,9 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from dlk8s.job.config import Admission
-from dlk8s.job.kept import kept_child, kept_job
-from dlk8s.job.kind import Observed
+from dlk8s.job.jobmodel import Observed
 from dlk8s.job.reconcile import Result, reconcile
+from dlk8s.runtime.kept import kept_child, kept_job
 
 from ..support.endings import Graveyard, failure_rule, rules
 from ..support.paddle import CONFIG as PADDLE_CONFIG

@@ -13,7 +13,7 @@ memory per thousand jobs), so the caches keep only what is read:
   podFailurePolicy reads (DisruptionTarget always, the others once the pod
   has failed or a container has ended: a rule reads them only then): the
   fields of objects.Child, which this module keeps and nothing else. A new read of
-  any other field must be added there: tests/unit/job/test_kept.py runs
+  any other field must be added there: tests/unit/runtime/test_kept.py runs
   reconcile on whole and on kept children alike.
 - of a job, everything but managedFields: the spec is validated on every
   pass, and a status write that leaves managedFields out keeps the server's.
@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final, cast
 
-from dlk8s.job.names import DISRUPTION_TARGET
 from dlk8s.job.objects import (
     Child,
     ChildSpec,
@@ -37,6 +36,7 @@ from dlk8s.job.objects import (
     as_list,
     dig,
 )
+from dlk8s.job.vocabulary import DISRUPTION_TARGET
 
 # The fields kept are those the types declare.
 _CHILD_METADATA: Final = tuple(ObjectMeta.__annotations__)

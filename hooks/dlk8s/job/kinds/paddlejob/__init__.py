@@ -1,8 +1,10 @@
 """PaddleJob: PaddlePaddle EDL's elastic TrainingJob (docs/kinds.md).
 
-Its spec is read and checked in paddle_spec, its pods are built in
-paddle_pods; here the Kind, and what keeps a running job's trainer count
-current: the live count patched into its pods, and its status fields.
+One sub-package: its spec is read and checked in `spec`, its pods are
+built in `pods`, from each role's template (`templates`) and the shell
+that starts Paddle's launcher (`launch`); here the Kind, and what keeps a
+running job's trainer count current: the live count patched into its pods,
+and its status fields.
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ from __future__ import annotations
 from typing import Final
 
 from dlk8s.job.actions import Action, Patch
-from dlk8s.job.kind import ElasticRole, JobContext, Kind
+from dlk8s.job.jobmodel import ElasticRole, JobContext, Kind
 from dlk8s.job.kinds.elastic import gates_left, may_lift_gate, scale_status, scaled_event
-from dlk8s.job.kinds.paddle_pods import decorate_pod, replicas
-from dlk8s.job.kinds.paddle_spec import (
+from dlk8s.job.kinds.paddlejob.pods import decorate_pod, replicas
+from dlk8s.job.kinds.paddlejob.spec import (
     ANNOTATION_TRAINERS,
     CONTAINER,
     KIND,
