@@ -41,9 +41,9 @@ from urllib.parse import urlencode
 from measure import Api
 
 from dlk8s.job.actions import Create, Delete
+from dlk8s.job.childnames import runtime_id
 from dlk8s.job.config import ControllerConfig
-from dlk8s.job.kind import Observed
-from dlk8s.job.naming import runtime_id
+from dlk8s.job.jobmodel import Observed
 from dlk8s.job.reconcile import reconcile
 from dlk8s.runtime.client import STRICT
 

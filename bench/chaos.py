@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dlk8s.job.names import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from dlk8s.job.vocabulary import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 from dlk8s.runtime.apiresources import JOB_RESOURCES, resource_for
 from dlk8s.runtime.client import Kube, Scope, Selectors
 from dlk8s.runtime.errors import ApiError

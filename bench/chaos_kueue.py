@@ -57,7 +57,7 @@ from chaos import (
 )
 
 from dlk8s.job.computeresources import parse_quantity
-from dlk8s.job.names import (
+from dlk8s.job.vocabulary import (
     KUEUE_API_VERSION,
     LABEL_JOB_NAME,
     LABEL_PRIORITY_CLASS,

@@ -115,7 +115,7 @@ from elastic_traces import (
 from dlk8s.autoscaler.cluster import Pod
 from dlk8s.autoscaler.manifests import pod_from_manifest
 from dlk8s.job.computeresources import Resources, from_list
-from dlk8s.job.names import API_VERSION
+from dlk8s.job.vocabulary import API_VERSION
 from dlk8s.runtime.apiresources import JOB_RESOURCES, resource_for
 from dlk8s.runtime.client import Kube, Selectors
 from dlk8s.runtime.informer import Informer

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dlk8s.job.kinds.elastic import CountAnnotations
-from dlk8s.job.kinds.paddle_spec import TRAINERS
+from dlk8s.job.kinds.paddlejob.spec import TRAINERS
 from dlk8s.job.kinds.pytorchjob import WORKERS
 
 HERE = Path(__file__).resolve().parent

@@ -58,7 +58,7 @@ from harness import (
 )
 from measure import Watcher, cpu_of, delta, proc_cpu, proc_peak_rss
 
-from dlk8s.job.names import LABEL_QUEUE_NAME
+from dlk8s.job.vocabulary import LABEL_QUEUE_NAME
 from dlk8s_dev.localcluster import pinned_versions
 from dlk8s_dev.stopping import interrupt_on_termination
 

@@ -45,7 +45,7 @@ from harness import (
 )
 from measure import Watcher, delta, proc_cpu
 
-from dlk8s.job.naming import pod_name
+from dlk8s.job.childnames import pod_name
 
 POD = "/api/v1/namespaces/{ns}/pods/{name}"
 MERGE_PATCH = "application/merge-patch+json"
