@@ -14,5 +14,6 @@ Inside, lowest first (kept by tests/unit/project/test_layers.py): the words
 (podFailurePolicy's rules) -> ``jobmodel`` (what a kind is; the one view of
 a job) and ``validation`` -> ``children`` -> ``network`` -> ``env`` ->
 ``accelerators`` -> ``kinds/`` (one module or sub-package per kind) and
-``workloads`` (Kueue's Workload) -> ``reconcile/``.
+``kueue/`` (Kueue's Workload: what a queued job asks, where it stands,
+the status edits Kueue leaves to us) -> ``reconcile/``.
 """

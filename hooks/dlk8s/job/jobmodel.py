@@ -192,6 +192,9 @@ class JobView:
     # The LocalQueue the job waits in (its kueue.x-k8s.io/queue-name label,
     # or "default" when its namespace has one); None: it is not queued.
     queue: str | None = None
+    # The queue its kueue.x-k8s.io/queue-name label names, if any: a job
+    # queued by its namespace's default LocalQueue gets the label written.
+    queue_label: str | None = None
     queueing: QueueFacts | None = None  # Observed.queueing
 
 

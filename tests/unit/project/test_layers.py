@@ -195,7 +195,7 @@ JOB_TIERS = (
     {"network"},  # a job's NetworkPolicies
     {"env"},
     {"accelerators"},
-    {"kinds", "workloads"},  # the five kinds, and Kueue's Workload of a queued job
+    {"kinds", "kueue"},  # the five kinds, and Kueue's rules for a queued job's Workload
     {"reconcile"},  # what a pass does
 )
 ORDERS = {"dlk8s.runtime": RUNTIME_TIERS, "dlk8s.job": JOB_TIERS}

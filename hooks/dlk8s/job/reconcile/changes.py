@@ -26,10 +26,10 @@ from dlk8s.job.accelerators import inject_accelerators
 from dlk8s.job.actions import Action, create_actions, delete_actions
 from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE, headless_service, pod_for_slot
 from dlk8s.job.jobmodel import ChildView, JobContext, Slot
+from dlk8s.job.kueue.workload import place
 from dlk8s.job.network import NETWORK_POLICY, job_network_policy
 from dlk8s.job.objects import Obj, dig
 from dlk8s.job.reconcile.slots import SlotView
-from dlk8s.job.workloads import place
 
 Target = tuple[Obj, tuple[str, str]]  # a child and its (apiVersion, kind)
 

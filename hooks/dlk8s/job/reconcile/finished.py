@@ -21,6 +21,7 @@ from dlk8s.job.actions import Action, DeleteJob, Event, ReplaceStatus, delete_ac
 from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE
 from dlk8s.job.conditions import finished_conditions
 from dlk8s.job.jobmodel import ChildView, JobView
+from dlk8s.job.kueue.status import finished
 from dlk8s.job.network import NETWORK_POLICY
 from dlk8s.job.objects import (
     Obj,
@@ -33,7 +34,6 @@ from dlk8s.job.objects import (
 from dlk8s.job.outcomes import FAILED, SUCCEEDED, has_stopped, pod_outcome, replica_status
 from dlk8s.job.reconcile.view import Result, Verdict
 from dlk8s.job.vocabulary import CleanPodPolicy, EventType, Phase, Reason, State
-from dlk8s.job.workloads import FINISHED, read_workload, with_conditions
 
 # Under cleanPodPolicy Running, how long a job that has succeeded lets the
 # pods that still run end by themselves before they are deleted. Replicas
@@ -82,7 +82,10 @@ def finish(job: JobView, verdict: Verdict | None, usable: bool) -> Result:
         if not child.terminating:
             actions += delete_actions(child.obj, api_kind, why)
     message = verdict.message if verdict is not None else f"The job has {state.lower()}"
-    actions += finished_workloads(job, state, message)
+    succeeded = state == State.SUCCEEDED
+    actions += [
+        ReplaceStatus(w) for w in finished(job.children.workloads, succeeded, message, job.stamp)
+    ]
     status = job.carried | {
         "completionTime": completion,
         "state": state,
@@ -92,21 +95,6 @@ def finish(job: JobView, verdict: Verdict | None, usable: bool) -> Result:
         "replicaStatuses": counts,
     }
     return Result(actions + ttl_actions, status, requeue)
-
-
-def finished_workloads(job: JobView, state: str, message: str) -> list[Action]:
-    """Kueue's Workloads of a finished job marked Finished: the quota
-    they hold frees at once, before the cleanup or the TTL."""
-    actions: list[Action] = []
-    reason = "Succeeded" if state == State.SUCCEEDED else "Failed"
-    for child in job.children.workloads:
-        workload = read_workload(child)
-        if workload.terminating or workload.true(FINISHED):
-            continue
-        update = with_conditions(workload, [(FINISHED, True, reason, message)], job.stamp)
-        if update is not None:
-            actions.append(ReplaceStatus(update))
-    return actions
 
 
 def final_counts(job: JobView) -> list[object] | None:

@@ -17,7 +17,7 @@ with Kueue) is left running: queueing it would delete its pods.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from dlk8s.job import childnames
@@ -25,7 +25,9 @@ from dlk8s.job.actions import Action, Event, Patch, ReplaceStatus, create_action
 from dlk8s.job.children import POD
 from dlk8s.job.conditions import clear_condition, has_condition, set_condition
 from dlk8s.job.jobmodel import JobContext, JobView, Placement, Slot
-from dlk8s.job.objects import Condition, Obj, dig
+from dlk8s.job.kueue.status import pods_ready, released
+from dlk8s.job.kueue.workload import WORKLOAD, Queueing, Stage, WorkloadView, assess
+from dlk8s.job.objects import Condition, Obj
 from dlk8s.job.reconcile.slots import SlotView, replica_statuses
 from dlk8s.job.reconcile.view import Result
 from dlk8s.job.vocabulary import (
@@ -38,20 +40,12 @@ from dlk8s.job.vocabulary import (
     Reason,
     State,
 )
-from dlk8s.job.workloads import (
-    WORKLOAD,
-    Queueing,
-    Stage,
-    WorkloadView,
-    assess,
-    pods_ready,
-    released,
-)
 
 WITHOUT_KUEUE: Final = (
     "the operator runs without --kueue (the chart's kueue.enabled=true turns it on):"
     " it cannot ask Kueue to admit the job"
 )
+WAITS: Final = "the job waits for Kueue's admission"
 # How soon a pass looks again for a ResourceFlavor the admission names but
 # the cache does not hold yet (its watch event queues nothing).
 FLAVOR_WAIT: Final = 5.0
@@ -77,42 +71,71 @@ def is_queued(job: JobView) -> bool:
     )
 
 
+# What a pass deletes while the job waits: the object, its API kind, and why.
+Doomed = tuple[Obj, tuple[str, str], str]
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Why a queued job waits, and what this pass changes meanwhile: each
+    branch of `gate` says so as data, and `waiting` makes the actions and
+    the status in one place."""
+
+    reason: str
+    message: str
+    actions: list[Action] = field(default_factory=list)  # creates, patches, status edits
+    doomed: list[Doomed] = field(default_factory=list)  # deleted before them
+    q: Queueing | None = None  # its Workload's stage, when it has one
+    queued: bool = True  # the Queued condition's status
+    keep: bool = False  # its pods stay (the branch dooms what must go)
+    requeue_after: float | None = None
+
+
 def gate(
     ctx: JobContext, views: Sequence[SlotView], first_pods: Callable[[], dict[str, Obj]]
 ) -> Result | Admission:
     """What Kueue lets a queued job do: wait (a Result), or run as admitted.
     `first_pods` builds the first pod of each role as it would be created."""
+    decided = _decide(ctx, first_pods)
+    return decided if isinstance(decided, Admission) else waiting(ctx, views, decided)
+
+
+def _decide(ctx: JobContext, first_pods: Callable[[], dict[str, Obj]]) -> Wait | Admission:
     job, facts = ctx.job, ctx.job.queueing
     if facts is None or facts.problem:
         problem = WITHOUT_KUEUE if facts is None else facts.problem
         message = f"The job names LocalQueue {job.queue}, but {problem}"
         # Pods admitted before are left alone: the operator cannot tell
         # whether their admission still holds.
-        return waiting(ctx, views, [], Reason.QUEUE_UNAVAILABLE, message, queued=False, keep=True)
+        return Wait(Reason.QUEUE_UNAVAILABLE, message, queued=False, keep=True)
     q = assess(ctx, str(job.queue), first_pods, facts)
-    actions: list[Action] = [
-        a for obj in q.stale for a in delete_actions(obj, WORKLOAD, "not the job's current one")
-    ]
-    if dig(job.raw, "metadata", "labels", LABEL_QUEUE_NAME) != job.queue:
+    doomed: list[Doomed] = [(obj, WORKLOAD, "not the job's current one") for obj in q.stale]
+    actions: list[Action] = []
+    if job.queue_label != job.queue:
         # Queued by its namespace's default LocalQueue: labelled as Kueue
         # labels its own kinds, so that Kueue's pod webhook leaves its pods
         # alone and the autoscaler knows Kueue sizes it.
         labels = {"metadata": {"labels": {LABEL_QUEUE_NAME: job.queue}}}
         actions.append(Patch(API_VERSION, ctx.kind.name, job.namespace, job.name, labels))
     if q.stage == Stage.NONE:
-        return _create(ctx, views, q, actions)
+        return _create(ctx, q, actions, doomed)
     if q.stage == Stage.FINISHED and q.current is not None:
         # Kueue finished it while the job runs on: a new one queues the job again.
-        actions += delete_actions(q.current.obj, WORKLOAD, "Kueue finished it before the job")
+        doomed.append((q.current.obj, WORKLOAD, "Kueue finished it before the job"))
         message = f"Kueue finished Workload {q.name}: {q.message}"
-        return waiting(ctx, views, actions, Reason.PENDING, message, q)
+        return Wait(Reason.PENDING, message, actions, doomed, q)
     if q.stage == Stage.EVICTED:
-        return _evicted(ctx, views, q, actions)
+        return _evicted(ctx, q, actions, doomed)
     if q.outgrown:
-        return _outgrown(ctx, views, q, actions)
+        return _outgrown(ctx, q, actions, doomed)
     if q.stage == Stage.ADMITTED:
-        return _admit(ctx, views, q, actions)
-    patch = {}
+        return _admit(ctx, q, actions, doomed)
+    return _pending(ctx, q, actions, doomed)
+
+
+def _pending(ctx: JobContext, q: Queueing, actions: list[Action], doomed: list[Doomed]) -> Wait:
+    """Not admitted yet: the Workload follows the spec and the queue label."""
+    job, patch = ctx.job, {}
     if q.differs and q.wanted is not None:
         # Pending, the Workload may change: it asks for what the spec does now.
         patch["podSets"] = q.wanted["spec"]["podSets"]
@@ -122,12 +145,12 @@ def gate(
         actions.append(Patch(KUEUE_API_VERSION, "Workload", job.namespace, q.name, {"spec": patch}))
     said = q.message or "not admitted yet"
     message = f"Waiting in LocalQueue {job.queue} (Workload {q.name}): {said}"
-    return waiting(ctx, views, actions, Reason.PENDING, message, q)
+    return Wait(Reason.PENDING, message, actions, doomed, q)
 
 
 def _admit(
-    ctx: JobContext, views: Sequence[SlotView], q: Queueing, actions: list[Action]
-) -> Result | Admission:
+    ctx: JobContext, q: Queueing, actions: list[Action], doomed: list[Doomed]
+) -> Wait | Admission:
     """Kueue admitted the job: where its pods go, and how many. An elastic
     role admitted at another count than the job's first gets that count
     written to the job (its pods' environment follows it), then runs.
@@ -135,8 +158,9 @@ def _admit(
     job = ctx.job
     if q.places is None or q.current is None:
         message = f"Admitted by {q.cluster_queue}; waiting for its ResourceFlavors"
-        result = waiting(ctx, views, actions, Reason.PENDING, message, q, keep=True)
-        return replace(result, requeue_after=FLAVOR_WAIT)
+        return Wait(
+            Reason.PENDING, message, actions, doomed, q, keep=True, requeue_after=FLAVOR_WAIT
+        )
     elastic = ctx.kind.elastic(job.raw)
     given = q.places.get(elastic.role) if elastic is not None else None
     if elastic is not None and given is not None and elastic.requested != given.count:
@@ -145,61 +169,60 @@ def _admit(
         patch = {"metadata": {"annotations": elastic.annotations(given.count, why)}}
         actions.append(Patch(API_VERSION, ctx.kind.name, job.namespace, job.name, patch))
         message = f"Admitted by {q.cluster_queue} with {given.count} of {bounds}"
-        return waiting(ctx, views, actions, Reason.PENDING, message, q, keep=True)
+        return Wait(Reason.PENDING, message, actions, doomed, q, keep=True)
+    actions = [*_deletes(doomed), *actions]
     return Admission(admitted_context(ctx, q.places), q.current, q.cluster_queue, actions)
 
 
-def _create(
-    ctx: JobContext, views: Sequence[SlotView], q: Queueing, actions: list[Action]
-) -> Result:
+def _create(ctx: JobContext, q: Queueing, actions: list[Action], doomed: list[Doomed]) -> Wait:
     job = ctx.job
     if q.missing_priority is not None:
         message = (
             f"WorkloadPriorityClass {q.missing_priority} (kueue.x-k8s.io/priority-class)"
             " does not exist"
         )
-        return waiting(ctx, views, actions, Reason.QUEUE_UNAVAILABLE, message, queued=False)
+        return Wait(Reason.QUEUE_UNAVAILABLE, message, actions, doomed, queued=False)
     if q.wanted is not None:  # always built for a Workload to create
         actions += create_actions(q.wanted)
     message = f"Waiting in LocalQueue {job.queue} (Workload {q.name}): created"
-    return waiting(ctx, views, actions, Reason.PENDING, message)
+    return Wait(Reason.PENDING, message, actions, doomed)
 
 
-def _evicted(
-    ctx: JobContext, views: Sequence[SlotView], q: Queueing, actions: list[Action]
-) -> Result:
+def _evicted(ctx: JobContext, q: Queueing, actions: list[Action], doomed: list[Doomed]) -> Wait:
     """Kueue took the admission back: the pods go (no restart counted),
     then the reservation is cleared so that the quota frees."""
     job = ctx.job
     reason, said = q.evicted or ("Evicted", q.message)
-    for pod in job.children.pods:
-        if not pod.terminating:
-            actions += delete_actions(pod.obj, POD, f"Kueue evicted the job ({reason})")
+    doomed += _pods(job, f"Kueue evicted the job ({reason})")
     if not job.children.pods and q.reserved and q.current is not None:
         actions.append(ReplaceStatus(released(q.current, job.now, job.stamp)))
     message = f"Evicted by Kueue ({reason}): {said}"
-    return waiting(ctx, views, actions, Reason.EVICTED, message, q, keep=True)
+    return Wait(Reason.EVICTED, message, actions, doomed, q, keep=True)
 
 
-def _outgrown(
-    ctx: JobContext, views: Sequence[SlotView], q: Queueing, actions: list[Action]
-) -> Result:
+def _outgrown(ctx: JobContext, q: Queueing, actions: list[Action], doomed: list[Doomed]) -> Wait:
     """The spec asks for other pods than Kueue admitted (more GPUs, more
     replicas): the admission no longer covers it, so the job is requeued as
     Kueue requeues its own jobs. Its pods go (no restart counted), then its
     Workload, and the next pass queues one that asks for what the spec does
     now; no pod of the new spec runs before that one is admitted."""
     job = ctx.job
-    for pod in job.children.pods:
-        if not pod.terminating:
-            actions += delete_actions(pod.obj, POD, "the job outgrew its admission")
+    doomed += _pods(job, "the job outgrew its admission")
     if not job.children.pods and q.current is not None:
-        actions += delete_actions(q.current.obj, WORKLOAD, "the job outgrew its admission")
+        doomed.append((q.current.obj, WORKLOAD, "the job outgrew its admission"))
     message = (
         f"Requeued: the job asks for other pods than ClusterQueue {q.cluster_queue} admitted"
         f" (Workload {q.name})"
     )
-    return waiting(ctx, views, actions, Reason.REQUEUED, message, q, keep=True)
+    return Wait(Reason.REQUEUED, message, actions, doomed, q, keep=True)
+
+
+def _pods(job: JobView, why: str) -> list[Doomed]:
+    return [(pod.obj, POD, why) for pod in job.children.pods if not pod.terminating]
+
+
+def _deletes(doomed: Sequence[Doomed]) -> list[Action]:
+    return [action for obj, kind, why in doomed for action in delete_actions(obj, kind, why)]
 
 
 def admitted_context(ctx: JobContext, places: Mapping[str, Placement]) -> JobContext:
@@ -241,31 +264,20 @@ def admitted(admission: Admission, views: Sequence[SlotView], result: Result) ->
     return replace(result, actions=actions + result.actions, status=status)
 
 
-def waiting(
-    ctx: JobContext,
-    views: Sequence[SlotView],
-    actions: list[Action],
-    reason: str,
-    message: str,
-    q: Queueing | None = None,
-    queued: bool = True,
-    keep: bool = False,
-) -> Result:
-    """A queued job that has no admission: no pod, and a status that says
-    why. `q`: its Workload's stage; `keep`: its pods are left (the caller
-    deletes what must go)."""
-    job, now = ctx.job, ctx.job.stamp
-    if not keep:
-        for pod in job.children.pods:
-            if not pod.terminating:
-                actions += delete_actions(pod.obj, POD, "the job waits for Kueue's admission")
+def waiting(ctx: JobContext, views: Sequence[SlotView], wait: Wait) -> Result:
+    """A queued job that has no admission: no pod (unless `wait.keep`), and
+    a status that says why."""
+    job, now, reason, message = ctx.job, ctx.job.stamp, wait.reason, wait.message
+    doomed = wait.doomed if wait.keep else [*wait.doomed, *_pods(job, WAITS)]
+    actions = [*_deletes(doomed), *wait.actions]
     if job.prev.get("reason") != reason:
         kind = EventType.NORMAL if reason == Reason.PENDING else EventType.WARNING
-        actions = [*actions, Event(kind, reason, message)]
+        actions.append(Event(kind, reason, message))
+    queued = wait.queued
     conditions = set_condition(job.conditions, ConditionType.QUEUED, queued, reason, message, now)
     conditions = clear_condition(conditions, ConditionType.ADMITTED, reason, message, now)
-    if q is not None and q.evicted is not None:
-        reason_, said = q.evicted
+    if wait.q is not None and wait.q.evicted is not None:
+        reason_, said = wait.q.evicted
         conditions = set_condition(
             conditions, ConditionType.EVICTED, True, reason_, f"{reason_}: {said}", now
         )
@@ -283,4 +295,4 @@ def waiting(
     }
     # No startTime: activeDeadlineSeconds counts from the admission.
     status.pop("startTime", None)
-    return Result(actions, status, None)
+    return Result(actions, status, wait.requeue_after)

@@ -14,10 +14,10 @@ from dlk8s.job.actions import Action, Event, delete_actions
 from dlk8s.job.children import POD
 from dlk8s.job.conditions import clear_condition, set_condition
 from dlk8s.job.jobmodel import JobContext
+from dlk8s.job.kueue.workload import WORKLOAD
 from dlk8s.job.reconcile.slots import SlotView, replica_statuses
 from dlk8s.job.reconcile.view import Result
 from dlk8s.job.vocabulary import ConditionType, EventType, Phase, Reason, State
-from dlk8s.job.workloads import WORKLOAD
 
 
 def suspended(ctx: JobContext, views: Sequence[SlotView]) -> Result:

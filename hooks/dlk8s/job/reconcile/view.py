@@ -16,8 +16,9 @@ from dlk8s.job import childnames
 from dlk8s.job.actions import Action
 from dlk8s.job.conditions import clean_conditions
 from dlk8s.job.failurepolicy import read_rules
-from dlk8s.job.jobmodel import Children, ChildView, JobView, Observed, QueueFacts, RunPolicy
+from dlk8s.job.jobmodel import Children, ChildView, JobView, Observed, RunPolicy
 from dlk8s.job.kinds import lookup
+from dlk8s.job.kueue.workload import queue_label, queue_of
 from dlk8s.job.objects import (
     Obj,
     as_dict,
@@ -35,14 +36,11 @@ from dlk8s.job.objects import (
 from dlk8s.job.outcomes import counted_pods
 from dlk8s.job.vocabulary import (
     ANNOTATION_RESTART_COUNT,
-    DEFAULT_QUEUE,
-    LABEL_QUEUE_NAME,
     CleanPodPolicy,
     ConditionType,
     State,
     SuccessPolicy,
 )
-from dlk8s.job.workloads import held_queue
 
 # The status fields that remember how pods ended: the replicas that failed
 # for good, and the pods recreated without counting a restart.
@@ -121,24 +119,9 @@ def read_job(raw: Obj, observed: Observed, now: datetime) -> JobView:
         now=now,
         stamp=stamp,
         queue=queue_of(meta, observed.queueing, children),
+        queue_label=queue_label(meta),
         queueing=observed.queueing,
     )
-
-
-def queue_of(meta: Obj, facts: QueueFacts | None, children: Children) -> str | None:
-    """The LocalQueue a job waits in: the one its Workload holds it in
-    (workloads.held_queue), else its label's, else "default" when its
-    namespace has one and the operator integrates with Kueue."""
-    label = dig(meta, "labels", LABEL_QUEUE_NAME)
-    label = label if isinstance(label, str) and label else None
-    held = held_queue(children.workloads, label, bool(children.pods))
-    if held is not None:
-        return held
-    if label is not None:
-        return label
-    if facts is not None and not facts.problem and meta.get("namespace") in facts.default_queues:
-        return DEFAULT_QUEUE
-    return None
 
 
 def run_policy(job: object) -> RunPolicy:

@@ -1,34 +1,26 @@
-"""Kueue's Workload of a queued job: what it asks for, what Kueue made of
-it, and the status edits Kueue leaves to the integration (docs/kueue.md).
-
-dlk8s is its own Kueue integration: it creates every pod of its jobs, so a
-job that names a queue creates none until Kueue admits its Workload. Kueue
-reads only the Workload: one podSet per replica type, whose template must
-ask for what the pods will (Kueue never looks at the pods), and after
-admission the integration places the pods as the admission says. What
-Kueue leaves to the integration, and what it gets wrong if forgotten, is
-in KUEUE.md's pitfalls: quota kept after an eviction until the
-reservation is cleared, PodsReady written by us, Finished to free the quota.
-"""
+"""A queued job's Workload: the LocalQueue it waits in, what it asks Kueue
+for (one podSet per replica type), and where it stands (assess: the stage,
+the admission's placements, whether the spec outgrew it)."""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Final, TypeGuard
 
 from dlk8s.job.childnames import child_name, short_hash
 from dlk8s.job.children import job_labels, manifest
-from dlk8s.job.jobmodel import ChildView, JobContext, Placement, QueueFacts
-from dlk8s.job.objects import Obj, as_dict, as_list, dig, is_int, parse_time, string_map
+from dlk8s.job.jobmodel import Children, ChildView, JobContext, Placement, QueueFacts
+from dlk8s.job.objects import Obj, as_dict, as_list, dig, is_int, string_map
 from dlk8s.job.vocabulary import (
+    DEFAULT_QUEUE,
     KUEUE_API_VERSION,
     KUEUE_GROUP,
     LABEL_KUEUE_JOB_UID,
     LABEL_PODSET,
     LABEL_PRIORITY_CLASS,
+    LABEL_QUEUE_NAME,
 )
 
 WORKLOAD: Final = (KUEUE_API_VERSION, "Workload")
@@ -385,93 +377,22 @@ def place(pod: Obj, placement: Placement) -> Obj:
     return pod
 
 
-# -- status edits Kueue leaves to the integration -------------------------------------
+def queue_label(meta: Obj) -> str | None:
+    """The queue its kueue.x-k8s.io/queue-name label names, if any."""
+    label = dig(meta, "labels", LABEL_QUEUE_NAME)
+    return label if isinstance(label, str) and label else None
 
 
-def workload_condition(
-    conditions: list[Obj],
-    type_: str,
-    value: bool,
-    edit: tuple[str, str, str, object],
-) -> list[Obj]:
-    """metav1's SetStatusCondition on a Workload's conditions, with the
-    contract of conditions.set_condition: a new list with `type_` set, the
-    same list when it says so already; the transition time moves only when
-    the status flips. `edit` is (reason, message, now, observed generation)."""
-    reason, message, now, generation = edit
-    old = next((c for c in conditions if c.get("type") == type_), None)
-    text = "True" if value else "False"
-    new: Obj = {
-        "type": type_,
-        "status": text,
-        "reason": reason,
-        "message": message[:MAX_MESSAGE],
-        "lastTransitionTime": now
-        if old is None or old.get("status") != text
-        else old.get("lastTransitionTime", now),
-    }
-    if is_int(generation):
-        new["observedGeneration"] = generation
-    if old is not None and all(old.get(k) == v for k, v in new.items()):
-        return conditions
-    return [new if c is old else c for c in conditions] + ([] if old else [new])
-
-
-def _set(status: Obj, type_: str, value: bool, edit: tuple[str, str, str, object]) -> bool:
-    """`status` given the condition in place (the copy its caller made);
-    whether anything changed."""
-    conditions = [c for c in as_list(status.get("conditions")) if isinstance(c, dict)]
-    edited = workload_condition(conditions, type_, value, edit)
-    if edited is conditions:
-        return False
-    status["conditions"] = edited
-    return True
-
-
-def released(workload: WorkloadView, now: datetime, stamp: str) -> Obj:
-    """The Workload after its evicted job's pods are gone: the quota given
-    back and the Workload queued again (or held, for reasons Kueue itself
-    requeues later), as jobframework does (KUEUE.md §4)."""
-    obj = copy.deepcopy(workload.obj)
-    status = obj.setdefault("status", {})
-    generation = dig(obj, "metadata", "generation")
-    reason, message = workload.reason(EVICTED), workload.message(EVICTED)
-    requeue = reason in REQUEUED_AT_ONCE
-    _set(status, REQUEUED, requeue, (reason or "Evicted", message, stamp, generation))
-    _set(status, QUOTA_RESERVED, False, ("Pending", message, stamp, generation))
-    status.pop("admission", None)
-    if workload.true(ADMITTED):
-        since = parse_time(workload.conditions[ADMITTED].get("lastTransitionTime"))
-        ran = int((now - since).total_seconds()) if since else 0
-        past = status.get("accumulatedPastExecutionTimeSeconds")
-        status["accumulatedPastExecutionTimeSeconds"] = (past if is_int(past) else 0) + max(0, ran)
-    no_reservation = ("NoReservation", "The workload has no reservation", stamp, generation)
-    _set(status, ADMITTED, False, no_reservation)
-    return obj
-
-
-def pods_ready(workload: WorkloadView, ready: bool, stamp: str) -> Obj | None:
-    """The Workload with PodsReady as jobframework keeps it: True once every
-    pod runs (or is done), False before (WaitForStart) and after one went
-    (WaitForRecovery); None when it says so already."""
-    if ready:
-        edit = (PODS_READY, True, "Started", "All pods are running or done")
-    elif workload.true(PODS_READY) or workload.reason(PODS_READY) == "WaitForRecovery":
-        edit = (PODS_READY, False, "WaitForRecovery", "A pod is being recreated")
-    else:
-        edit = (PODS_READY, False, "WaitForStart", "Not all pods are running yet")
-    return with_conditions(workload, [edit], stamp)
-
-
-def with_conditions(
-    workload: WorkloadView, edits: Sequence[tuple[str, bool, str, str]], stamp: str
-) -> Obj | None:
-    """The Workload with these (type, status, reason, message) conditions
-    set; None when it has them already."""
-    obj = copy.deepcopy(workload.obj)
-    status = obj.setdefault("status", {})
-    generation = dig(obj, "metadata", "generation")
-    changed = False
-    for type_, value, reason, message in edits:
-        changed = _set(status, type_, value, (reason, message, stamp, generation)) or changed
-    return obj if changed else None
+def queue_of(meta: Obj, facts: QueueFacts | None, children: Children) -> str | None:
+    """The LocalQueue a job waits in: the one its Workload holds it in
+    (held_queue), else its label's, else "default" when its
+    namespace has one and the operator integrates with Kueue."""
+    label = queue_label(meta)
+    held = held_queue(children.workloads, label, bool(children.pods))
+    if held is not None:
+        return held
+    if label is not None:
+        return label
+    if facts is not None and not facts.problem and meta.get("namespace") in facts.default_queues:
+        return DEFAULT_QUEUE
+    return None
