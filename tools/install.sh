@@ -291,7 +291,7 @@ build_promtool() {
     "$PROMTOOL_PATCH"
 }
 # kube-network-policies, the real node's NetworkPolicy enforcer
-# (dev/dlk8s_dev/realnode.py). It sends a connection's first packet to
+# (dev/dlk8s_dev/realnode/). It sends a connection's first packet to
 # userspace with nftables' `queue` expression, which needs a kernel built
 # with CONFIG_NFT_QUEUE; the patch uses the xtables NFQUEUE target through
 # nftables' compat layer instead (the same queue, on kernels without it), and
