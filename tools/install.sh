@@ -12,6 +12,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=versions.env
 source "$ROOT/tools/versions.env"
+# apt_get: apt-get that waits for another apt-get's locks.
+# shellcheck source=aptlocks.sh
+source "$ROOT/tools/aptlocks.sh"
 
 CACHE="${DLK8S_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/dlk8s-tools}"
 BIN="$ROOT/.tools/bin"
@@ -201,52 +204,9 @@ install_node_debs() {
     return 0
   fi
   log "apt-get install ${missing[*]}"
-  wait_for_apt
-  apt-get -o DPkg::Lock::Timeout="$APT_LOCK_WAIT" update -qq
-  wait_for_apt
-  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout="$APT_LOCK_WAIT" \
+  apt_get update -qq
+  DEBIAN_FRONTEND=noninteractive apt_get \
     install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
-
-# A fresh machine's first minutes often run an apt-get of their own, and
-# apt-get fails at once on a held lock (apt's DPkg::Lock::Timeout covers
-# dpkg's locks but not every lock `update` takes). apt's locks are fcntl
-# locks, so a non-blocking fcntl lock of our own tells whether one is held;
-# we let it go at once and leave the rest to apt's own timeout.
-APT_LOCK_WAIT=900
-APT_LOCKS=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock
-  /var/lib/apt/lists/lock /var/cache/apt/archives/lock)
-apt_lock_held() {
-  python3 - "${APT_LOCKS[@]}" <<'PY'
-import fcntl, os, sys
-for path in sys.argv[1:]:
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except OSError:
-        continue
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        print(path)
-        sys.exit(0)
-    finally:
-        os.close(fd)
-sys.exit(1)
-PY
-}
-wait_for_apt() {
-  local waited=0 held
-  while held="$(apt_lock_held)"; do
-    if ((waited % 15 == 0)); then
-      log "waiting for another apt-get or dpkg to let go of $held (${waited}s so far)"
-    fi
-    if ((waited >= APT_LOCK_WAIT)); then
-      log "$held still held after ${APT_LOCK_WAIT}s: giving up"
-      return 1
-    fi
-    sleep 1
-    waited=$((waited + 1))
-  done
 }
 
 # --- Go tools, as published (kwok with one patch) ------------------------
@@ -291,7 +251,7 @@ build_promtool() {
     "$PROMTOOL_PATCH"
 }
 # kube-network-policies, the real node's NetworkPolicy enforcer
-# (dev/dlk8s_dev/realnode.py). It sends a connection's first packet to
+# (dev/dlk8s_dev/realnode/). It sends a connection's first packet to
 # userspace with nftables' `queue` expression, which needs a kernel built
 # with CONFIG_NFT_QUEUE; the patch uses the xtables NFQUEUE target through
 # nftables' compat layer instead (the same queue, on kernels without it), and

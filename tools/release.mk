@@ -17,7 +17,7 @@ endif
 
 # The build context comes from the commit checked out (git archive), not from
 # whatever the work tree holds; the images are built (or taken from the
-# per-user cache) by dev/dlk8s_dev/images.py, which needs root (buildah).
+# per-user cache) by dev/dlk8s_dev/images/, which needs root (buildah).
 .PHONY: release
 release: tools ## dist/: the packaged chart, the operator and runtime images (OCI archives), the operator's build context; pushes nothing
 	$(CHART_DOC) check

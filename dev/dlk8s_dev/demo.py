@@ -1,7 +1,7 @@
 """`make demo`: dlk8s installed as users install it, and a job that really trains.
 
 By default on the local cluster with its real node (containerd, kubelet,
-kube-proxy, CoreDNS beside the kwok nodes; see realnode.py):
+kube-proxy, CoreDNS beside the kwok nodes; see realnode/):
 
 1. `helm install` the chart with values/realnode.yaml: the operator runs in
    the cluster, from the image built from hooks/Dockerfile;

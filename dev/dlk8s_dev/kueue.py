@@ -24,18 +24,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
+from .clusterapi import Cluster, ClusterError
 from .goruntime import server_env
-from .localcluster import ClusterError, _http_ok, free_port
 from .mountns import with_files_at
 from .nodepki import issue, make_ca
 from .pdeath import die_with_parent
-
-if TYPE_CHECKING:
-    from .localcluster import LocalCluster
+from .ports import free_port
+from .probes import http_ok
 
 NAMESPACE = "kueue-system"
 # dlk8s's kinds, listed as users list them (docs/kueue.md): Kueue's pod
@@ -131,7 +130,7 @@ def make_serving_cert(pki: Path) -> None:
 class Kueue:
     """Kueue's manager for one LocalCluster. start()/stop(), or a context manager."""
 
-    cluster: LocalCluster
+    cluster: Cluster
     # Only batch/job: dlk8s will integrate as an external framework, and
     # every framework listed here is one more controller on 2 cores.
     frameworks: Sequence[str] = ("batch/job",)
@@ -303,7 +302,7 @@ class Kueue:
             )
 
     def _healthy(self) -> bool:
-        return _http_ok(f"http://127.0.0.1:{self.health_port}/readyz")
+        return http_ok(f"http://127.0.0.1:{self.health_port}/readyz")
 
     def _register_webhooks(self) -> None:
         # Once Kueue listens: registered earlier, its failing webhooks would

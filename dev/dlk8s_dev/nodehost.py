@@ -1,7 +1,7 @@
 """What a real node is on the host: its cgroups, links, routes, mounts and processes.
 
-Read and changed by the node as it starts and stops (realnode.py) and by the
-clean-up of runs that are gone (deadruns.py); nothing here decides whose a
+Read and changed by the node as it starts and stops (realnode/) and by the
+clean-up of runs that are gone (leftovers.py); nothing here decides whose a
 thing is.
 """
 

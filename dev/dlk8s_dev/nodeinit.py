@@ -1,7 +1,7 @@
 """PID 1 of a real node's namespaces (``python -m dlk8s_dev.nodeinit ROOT``).
 
 The node's holder (``unshare --pid --mount --net --cgroup --fork``, see
-realnode.py) runs this as the first process of the node's PID namespace:
+realnode/namespaces.py) runs this as the first process of the node's PID namespace:
 it mounts what must be private to the node, then reaps orphans until it is
 told to stop, when it kills every other process of the namespace.
 """

@@ -7,7 +7,7 @@ as a private registry does. ``make publish REGISTRY=127.0.0.1:<port>``
 pushes into it over plain HTTP.
 
 ``NodeRegistry``: the real node's containerd runs in the node's own network
-namespace (realnode.py), where 127.0.0.1 is the node's loopback, not the
+namespace (realnode/), where 127.0.0.1 is the node's loopback, not the
 host's, and nothing of the host is reachable but the API server's address.
 So the same port is opened on 127.0.0.1 inside that namespace and relayed
 to the registry here, and a ``hosts.toml`` in containerd's registry

@@ -76,7 +76,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
 
 @pytest.fixture(scope="session")
 def real_cluster() -> Iterator[LocalCluster]:
-    """A second control plane whose cluster also has a real node (see realnode.py).
+    """A second control plane whose cluster also has a real node (see realnode/).
 
     Started only by the tests that ask for it. Afterwards nothing of it may be
     left on the machine: no process, mount, network namespace, iptables rule,

@@ -259,7 +259,7 @@ def test_node_network_has_no_route_out(real_cluster: LocalCluster) -> None:
     """Pods route only to the node: the node's namespace has no default route."""
     node = node_of(real_cluster)
     routes = subprocess.run(
-        node._in_node("ip", "-4", "route", "show", net_only=True),
+        node.namespaces.enter("ip", "-4", "route", "show", net_only=True),
         capture_output=True,
         text=True,
         check=True,

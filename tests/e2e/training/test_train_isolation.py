@@ -1,5 +1,5 @@
 """A tenant cannot reach another team's rendezvous, on the real node with
-NetworkPolicy enforced (kube-network-policies runs in the node, realnode.py).
+NetworkPolicy enforced (kube-network-policies runs in the node, realnode/).
 
 Three jobs whose servers other pods could misuse, in one namespace, with the
 operator giving each job its NetworkPolicy (the chart's networkPolicy.enabled):

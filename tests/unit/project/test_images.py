@@ -1,4 +1,4 @@
-"""Where the images' Debian packages come from (dev/dlk8s_dev/images.py)."""
+"""Where the images' Debian packages come from (dev/dlk8s_dev/images/sources.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from dlk8s_dev import images
+from dlk8s_dev.images import sources
 
 SOURCES = """\
 Types: deb
@@ -27,8 +28,8 @@ def apt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "debian.sources").write_text(SOURCES)
     (tmp_path / "other.list").write_text(OTHER)
     files = [tmp_path / "debian.sources", tmp_path / "other.list"]
-    monkeypatch.setattr(images, "_apt_source_files", lambda: files)
-    monkeypatch.setattr(images, "_os_codename", lambda: "bookworm")
+    monkeypatch.setattr(sources, "_apt_source_files", lambda: files)
+    monkeypatch.setattr(sources, "os_codename", lambda: "bookworm")
 
 
 @pytest.mark.usefixtures("apt")

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import datafiles
+from .. import datafiles
 
 # Folders the node's programs expect to exist.
 FOLDERS = (

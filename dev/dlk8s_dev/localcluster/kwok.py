@@ -1,0 +1,67 @@
+"""The fake nodes kwok plays: what each advertises, its Node object, and the
+stages that move their pods (Running at once, finished only when asked).
+
+Pods finish only when asked: annotate a Running pod with
+``kwok.dlk8s.io/exit-code`` (optionally ``kwok.dlk8s.io/run-duration``, a Go
+duration such as ``5s``) and kwok moves it to Succeeded (code 0) or Failed with
+that exit code in every container's status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import datafiles
+
+EXIT_CODE_ANNOTATION = "kwok.dlk8s.io/exit-code"
+RUN_DURATION_ANNOTATION = "kwok.dlk8s.io/run-duration"
+FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    name: str
+    cpu: str = "32"
+    memory: str = "128Gi"
+    gpu: int = 4
+    pods: int = 1100
+
+
+DEFAULT_NODES: tuple[NodeSpec, ...] = (NodeSpec("kwok-node-0"), NodeSpec("kwok-node-1"))
+
+
+def kwok_pod_stages() -> list[dict[str, Any]]:
+    """Pods go Running at once, and finish only when a test annotates them."""
+    return datafiles.yaml_docs(
+        "kwok-stages.yaml",
+        exit_code_annotation=EXIT_CODE_ANNOTATION,
+        run_duration_annotation=RUN_DURATION_ANNOTATION,
+    )
+
+
+def node_manifest(spec: NodeSpec) -> dict[str, Any]:
+    resources = {
+        "cpu": spec.cpu,
+        "memory": spec.memory,
+        "pods": str(spec.pods),
+        "nvidia.com/gpu": str(spec.gpu),
+        # The seed operators' examples still ask for the pre-device-plugin name.
+        "alpha.kubernetes.io/nvidia-gpu": str(spec.gpu),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": spec.name,
+            "annotations": {FAKE_NODE_ANNOTATION: "fake"},
+            "labels": {
+                "kubernetes.io/hostname": spec.name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+            },
+        },
+        "spec": {},
+        "status": {"allocatable": resources, "capacity": resources},
+    }
