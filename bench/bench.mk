@@ -1,21 +1,21 @@
 # `make bench`: the operator against the ceiling on the local control plane
-# (bench/bench.py). A benchmark, not a test: it prints the table and writes
+# (bench/burst/). A benchmark, not a test: it prints the table and writes
 # bench/results/{results.json,results.md,pods-created.png,status-latency.png}.
 # BENCH_ARGS passes options, e.g. `make bench BENCH_ARGS="--jobs 20 --big-workers 50"`.
 BENCH_ARGS ?=
 
 .PHONY: bench
 bench: tools tools-bench ## benchmark the operator against a bare parallel creator and training-operator (bench/results/)
-	$(PYTHON) bench/bench.py $(BENCH_ARGS)
+	$(PYTHON) -m bench.burst $(BENCH_ARGS)
 
 # Kubeflow training-operator, the peer `make bench` runs the same bursts with
-# (bench/peer.py): a build of minutes that `make tools`, and so CI's `make
-# test`, leaves out. Cached per user like the other tools.
+# (bench/common/training_operator.py): a build of minutes that `make tools`,
+# and so CI's `make test`, leaves out. Cached per user like the other tools.
 .PHONY: tools-bench
 tools-bench: tools ## build what only `make bench` needs: training-operator (cached per user)
 	tools/install.sh training-operator
 
-# `make bench-scale`: the shapes users live with (bench/scale.py): jobs
+# `make bench-scale`: the shapes users live with (bench/scale/): jobs
 # arriving steadily, a burst on an empty cluster and among thousands of
 # finished jobs, the operator restarted on that history, memory per
 # thousand jobs; each beside the ceiling or the empty-cluster run of the same
@@ -25,11 +25,11 @@ SCALE_ARGS ?=
 
 .PHONY: bench-scale
 bench-scale: tools ## the operator at scale: history, restart, memory, status latency, sustained arrival (bench/results/)
-	$(PYTHON) bench/scale.py $(SCALE_ARGS)
+	$(PYTHON) -m bench.scale $(SCALE_ARGS)
 
 # `make bench-kueue`: TFJobs through a Kueue ClusterQueue that admits a
 # quarter of them at once, and the same jobs without a queue, in one run
-# (bench/kueue.py): per job, from its Workload's admission (without Kueue:
+# (bench/kueue/): per job, from its Workload's admission (without Kueue:
 # from the job's creation) to its last pod created. Writes
 # bench/results/kueue.{json,md}. KUEUE_BENCH_ARGS passes options, e.g.
 # `make bench-kueue KUEUE_BENCH_ARGS="--jobs 40 --quota-jobs 10 --out /tmp/kueue"`.
@@ -37,4 +37,4 @@ KUEUE_BENCH_ARGS ?=
 
 .PHONY: bench-kueue
 bench-kueue: tools ## queued TFJobs: from Kueue's admission to their pods, beside the same jobs unqueued (bench/results/)
-	$(PYTHON) bench/kueue.py $(KUEUE_BENCH_ARGS)
+	$(PYTHON) -m bench.kueue $(KUEUE_BENCH_ARGS)

@@ -1,9 +1,9 @@
-# `make chaos`: the chaos suite (bench/chaos.py) on the local control plane:
+# `make chaos`: the chaos suite (bench/chaos/) on the local control plane:
 # operator kills, kube-apiserver restarts, SIGSTOP with an etcd compaction,
 # leader failover, hostile jobs, a node drained and another tainted under
-# running jobs, and (bench/chaos_kueue.py, on a second cluster with Kueue)
-# the operator and Kueue's manager killed while Kueue admits and preempts
-# queued jobs. A benchmark of resilience, not part of `make test`; it
+# running jobs, and (bench/chaos/scenarios/kueue.py, on a second cluster
+# with Kueue) the operator and Kueue's manager killed while Kueue admits and
+# preempts queued jobs. A benchmark of resilience, not part of `make test`; it
 # prints the table and writes bench/results/chaos.{md,json}, and fails if a
 # figure that must be zero is not. CHAOS_ARGS passes options, e.g. `make
 # chaos CHAOS_ARGS=--short` (a few minutes), or one scenario: `make chaos
@@ -13,4 +13,4 @@ CHAOS_ARGS ?=
 
 .PHONY: chaos
 chaos: tools ## the chaos suite: kills, API server restarts, leader failover, hostile jobs, drained nodes, Kueue killed (bench/results/chaos.md)
-	$(PYTHON) bench/chaos.py $(CHAOS_ARGS)
+	$(PYTHON) -m bench.chaos $(CHAOS_ARGS)

@@ -1,23 +1,18 @@
-"""The benchmark's ceiling (bench/ceiling.py): what it creates, and what a
+"""The benchmark's ceiling (bench/common/ceiling.py): what it creates, and what a
 job's end makes it delete, as the operator's reconcile says."""
 
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[3] / "bench"
-sys.path.insert(0, str(BENCH))
-import ceiling  # noqa: E402
-from harness import Submission, tfjob  # noqa: E402
-
-from dlk8s.job.config import ControllerConfig  # noqa: E402
+from bench.common import ceiling
+from bench.common.harness import Submission, tfjob
+from dlk8s.job.config import ControllerConfig
 
 CONFIG = ControllerConfig()
 SERVICES = "/api/v1/namespaces/ns/services"

@@ -1,16 +1,12 @@
-"""make bench-elastic's verdict (bench/elastic_report.py): a trace replayed
+"""make bench-elastic's verdict (bench/elastic/report.py): a trace replayed
 several times is judged on the median of its ratios to static, and its
 checks must hold in every replay."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parents[3] / "bench"
-sys.path.insert(0, str(BENCH))
-import elastic_report  # noqa: E402
+from bench.elastic import report as elastic_report
 
 CLEAN = {"overcommitted": {}, "outOfBounds": {}, "ticks": 100}
 

@@ -1,14 +1,10 @@
-"""make bench's burst report (bench/report.py): the figures its goals judge."""
+"""make bench's burst report (bench/reports/burst.py): the figures its goals judge."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parents[3] / "bench"
-sys.path.insert(0, str(BENCH))
-import report  # noqa: E402
+from bench.reports import burst as report
 
 
 def _runs(*running: float) -> list[dict[str, Any]]:

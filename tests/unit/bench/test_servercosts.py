@@ -1,16 +1,12 @@
 """make bench's account of where the control plane's time goes
-(bench/servercosts.py): the profile's kinds of work, what each status write
+(bench/common/servercosts.py): the profile's kinds of work, what each status write
 changed, and the medians of repeated runs."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-BENCH = Path(__file__).resolve().parents[3] / "bench"
-sys.path.insert(0, str(BENCH))
-import servercosts  # noqa: E402
+from bench.common import servercosts
 
 SEPARATOR = "-----------+-------------------------------------------------------"
 # `go tool pprof -traces` of three samples: a custom resource's status write

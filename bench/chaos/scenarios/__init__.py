@@ -1,0 +1,20 @@
+"""The chaos suite's scenarios, one module each, in the order they run.
+
+``SCENARIOS`` run on a cluster without Kueue: operator_kill,
+apiserver_restart, sigstop_compact, leader_kill, hostile, drain_taint.
+``KUEUE_SCENARIOS`` (kueue) run on a second cluster, with Kueue beside it.
+`--only` names them by their function's name.
+"""
+
+from __future__ import annotations
+
+from bench.chaos.scenarios.apiserver_restart import apiserver_restart
+from bench.chaos.scenarios.drain_taint import drain_taint
+from bench.chaos.scenarios.hostile import hostile
+from bench.chaos.scenarios.kueue import kueue
+from bench.chaos.scenarios.leader_kill import leader_kill
+from bench.chaos.scenarios.operator_kill import operator_kill
+from bench.chaos.scenarios.sigstop_compact import sigstop_compact
+
+SCENARIOS = [operator_kill, apiserver_restart, sigstop_compact, leader_kill, hostile, drain_taint]
+KUEUE_SCENARIOS = [kueue]

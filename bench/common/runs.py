@@ -1,0 +1,337 @@
+"""One measured run of a burst, and the runs compared.
+
+``run_burst`` submits jobs (all at once, or at a steady rate) to a fresh
+operator, to the ceiling or to Kubeflow's training-operator, and measures
+them; ``compare`` runs the ceiling and the operator back to back, and after
+them, if asked, the same jobs with training-operator (training_operator.py:
+its TFJobs of the same shape, measured the same way, its job Running from
+its Running condition). The burst and scale suites are built from these.
+
+The ceiling (ceiling.py): a bare creator of exactly the pods and Services
+the operator makes, and at a job's end the deletes its cleanPodPolicy asks
+for; no watch, no status, no events. Times come from a watcher process's
+receipt of the watch events (creationTimestamp has 1 s resolution).
+Namespaces are deleted and their pods waited out between runs; the
+apiserver's request counts and every process's CPU are read before and
+after each run.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from bench.common.ceiling import Ceiling
+from bench.common.harness import (
+    Context,
+    Controller,
+    Submission,
+    create_namespace,
+    delete_namespace,
+    log,
+    operator_reconciles,
+    operator_requests,
+    pct,
+    requests_table,
+    start_operator,
+    submit_all,
+    tfjob,
+    wait_for,
+    wait_quiet,
+)
+from bench.common.measure import (
+    apiserver_requests,
+    by_verb,
+    cpu_of,
+    delta,
+    longrunning_watches,
+    machine_busy,
+    proc_cpu,
+    proc_peak_rss,
+    thread_cpu,
+)
+from bench.common.pyspy import start_py_spy, stop_py_spy, thread_groups
+from bench.common.servercosts import (
+    Metrics,
+    Profile,
+    endpoints_made,
+    median_costs,
+    status_changes,
+)
+from bench.common.training_operator import (
+    SETTINGS,
+    TRAINING_OPERATOR_VERSION,
+    Settings,
+    TrainingOperator,
+    kubeflow_tfjob,
+)
+from bench.common.training_operator import install as install_peer
+from bench.common.watcher import DLK8S_TFJOBS, KUBEFLOW_TFJOBS, Watcher
+
+
+def run_burst(
+    ctx: Context,
+    scenario: str,
+    mode: str,
+    jobs: list[dict[str, Any]],
+    profile: bool = False,
+    src: str = "",
+    rate: float = 0.0,
+    settle: bool = False,
+    peer: Settings | None = None,
+    endpoints: bool = True,
+) -> dict[str, Any]:
+    """Submit `jobs` (at once, or `rate` a second); the operator or the ceiling
+    makes their children, or (mode "peer") training-operator with the `peer`
+    settings those of the same jobs as Kubeflow's TFJobs. `settle`: the
+    operator first works off what it found at start-up (jobs of other
+    namespaces), so that only the jobs submitted here are measured.
+    `endpoints`: the run lasts until every Service's Endpoints holds its
+    pod's address (False where kube-controller-manager still works off
+    what came before: a history of thousands of Services)."""
+    label = f"training-operator-{peer.name}" if peer else mode
+    namespace = create_namespace(ctx, f"{scenario}-{label}")
+    expected_pods = sum(
+        sum(r["replicas"] for r in j["spec"]["replicaSpecs"]) for j in jobs
+    )  # every replica of these jobs has a pod and a Service
+    log(f"{scenario}/{label}: {len(jobs)} job(s), {expected_pods} pods in {namespace}")
+    kind = KUBEFLOW_TFJOBS if peer else DLK8S_TFJOBS
+    if peer:
+        jobs = [kubeflow_tfjob(j) for j in jobs]
+    watch_file = ctx.raw / f"watch-{namespace}.json"
+    watcher = Watcher(ctx.endpoint, namespace, watch_file, jobs=kind).start()
+    op: Controller | None = None
+    spy = None
+    ceiling: Ceiling | None = None
+    speedscope = ctx.raw / f"profile-{scenario}{'-baseline' if src else ''}.speedscope.json"
+    if peer:
+        log_file = ctx.raw / f"training-operator-{peer.name}-{scenario}.log"
+        op = TrainingOperator(ctx.cluster, peer, log_file).start()
+    elif mode == "operator":
+        suffix = ("-profile" if profile else "") + ("-baseline" if src else "")
+        op = start_operator(ctx, f"operator-{scenario}{suffix}", src)
+    if op is not None:
+        if settle:
+            wait_quiet(op, timeout=ctx.args.timeout)
+        if profile:
+            spy = start_py_spy(op.pid, speedscope, ctx.args.py_spy_args)
+        before_requests = operator_requests(op)
+        before_passes = operator_reconciles(op)
+        op_cpu0 = proc_cpu(op.pid)
+        then = None
+    else:
+        ceiling = Ceiling(ctx.api, namespace, jobs, ctx.config, ctx.args.api_parallelism)
+        assert ceiling.children() == 2 * expected_pods, "pods + services"
+        then = ceiling.then
+
+    cp0 = cpu_of(ctx.control_plane)
+    me0, watch0, all0 = proc_cpu(os.getpid()), proc_cpu(watcher.pid), machine_busy()
+    api0 = apiserver_requests(ctx.api)
+    costs0 = ctx.server_metrics.read()
+    profile = None
+    if ctx.args.apiserver_profile_seconds > 0 and scenario != "warmup":
+        out = ctx.raw / f"apiserver-{namespace}.pprof"
+        profile = Profile(ctx.api, ctx.args.apiserver_profile_seconds, out).start()
+    t0 = time.monotonic()
+    subs = submit_all(ctx, namespace, jobs, then, rate, path=kind.path)
+    submitted = time.monotonic()
+    timeout = ctx.args.peer_timeout if peer else ctx.args.timeout
+    if not watcher.wait("pods_added", expected_pods, timeout):
+        log(f"only {watcher.value('pods_added')}/{expected_pods} pods after {timeout}s")
+    created = time.monotonic()
+    if ceiling is not None:
+        ceiling.wait_created()
+    # Running: the job's status for the operator; every pod Running for the ceiling.
+    if op is not None:
+        ok = watcher.wait("jobs_running", len(jobs), timeout)
+    else:
+        ok = watcher.wait("pods_running", expected_pods, timeout)
+    if not ok:
+        log(f"not all Running after {timeout}s")
+    running = time.monotonic()
+    # The run is measured until kube-controller-manager has given every
+    # Service its pod's address: a run that creates faster leaves it more
+    # of that work after its last pod runs, and a window that ended there
+    # would not count it (bench/results/results.md: Endpoints).
+    if endpoints and not watcher.wait("endpoints_addressed", expected_pods, timeout):
+        log(f"only {watcher.value('endpoints_addressed')}/{expected_pods} Endpoints addressed")
+    result: dict[str, Any] = {"namespace": namespace, "jobs": len(jobs), "pods": expected_pods}
+    if peer:
+        result["training_operator"] = asdict(peer) | {"version": TRAINING_OPERATOR_VERSION}
+    if op is not None:
+        # training-operator's events queue behind its requests' rate limit.
+        wait_quiet(op, timeout=timeout if peer else 120)
+        if spy is not None:
+            threads = thread_cpu(op.pid)
+            result["profile"] = stop_py_spy(spy, speedscope)
+            result["profile"]["thread_cpu"] = thread_groups(threads, speedscope)
+            result["profile"]["args"] = ctx.args.py_spy_args
+        result["operator"] = {
+            "cpu_seconds": round(proc_cpu(op.pid) - op_cpu0, 2),
+            "peak_rss_mb": round(proc_peak_rss(op.pid) / 2**20, 1),
+            "requests": requests_table(delta(operator_requests(op), before_requests)),
+            "reconciles": operator_reconciles(op) - before_passes,
+        }
+    if ceiling is not None:
+        ceiling.stop()  # the endings not yet due are past the window, as the operator's are
+        result["ceiling_endings"] = ceiling.endings_sent
+    settled = time.monotonic()
+    api1 = apiserver_requests(ctx.api)
+    costs = Metrics.since(costs0, ctx.server_metrics.read())
+    cp1 = cpu_of(ctx.control_plane)
+    me1, watch1, all1 = proc_cpu(os.getpid()), proc_cpu(watcher.pid), machine_busy()
+    if op is not None:
+        op.stop()  # after the counts: its watches ending are not part of the run
+    data = watcher.stop()
+    known = sum(cp1[k] - cp0[k] for k in cp0) + (me1 - me0) + (watch1 - watch0)
+    if op is not None:
+        known += result["operator"]["cpu_seconds"]
+    result |= {
+        "apiserver_requests_by_verb": by_verb(delta(api1, api0)),
+        "apiserver_requests": requests_table(delta(api1, api0)),
+        "control_plane_cpu_seconds": {k: round(cp1[k] - cp0[k], 2) for k in cp0},
+        "bench_cpu_seconds": round(me1 - me0, 2),
+        "watcher_cpu_seconds": round(watch1 - watch0, 2),
+        # Everything else on the machine (other people's tests...) while this ran.
+        "other_cpu_seconds": round(all1 - all0 - known, 1),
+        "phases_seconds": {
+            "submit": round(submitted - t0, 2),
+            "created_wait": round(created - t0, 2),
+            "running_wait": round(running - t0, 2),
+            "settled": round(settled - t0, 2),
+        },
+        "watch_events": data["events"],
+        "server_costs": costs,
+        "endpoints": endpoints_made(data["seen"].get("endpoints", {})),
+    }
+    if not peer:
+        result["status_writes"] = status_changes(data["seen"]["tfjobs"])
+    if profile is not None:
+        # Before the namespace's deletion, which the window must not see.
+        result["apiserver_profile"] = profile.summary(ctx.args.apiserver_profile_seconds + 60)
+    result |= latencies(subs, data["seen"], "operator" if op is not None else mode)
+    if ceiling is not None and ceiling.create_times:
+        result["ceiling_last_create_return_s"] = round(max(ceiling.create_times) - t0, 3)
+    gone = delete_namespace(ctx, namespace)
+    result["cleanup_seconds"] = round(gone, 1)
+    log(
+        f"{scenario}/{label}: all pods created {result['total_created_s']}s, "
+        f"Running {result['total_running_s']}s, cleanup {gone:.0f}s"
+    )
+    return result
+
+
+def compare(
+    ctx: Context,
+    scenario: str,
+    jobs: list[dict[str, Any]],
+    repeat: int = 0,
+    median_of: str = "total_created_s",
+    peers: Sequence[str] = (),
+    **options: Any,
+) -> dict[str, Any]:
+    """The ceiling and the operator (and the baseline operator) back to back,
+    `repeat` (else --repeat) times in a rotating order, then training-operator
+    with each of the `peers` settings (training_operator.SETTINGS) as many times; for
+    each, the run with the median `median_of`. `options` go to run_burst."""
+    modes = [("ceiling", ""), ("operator", "")]
+    if ctx.args.baseline_src:
+        modes.append(("baseline", ctx.args.baseline_src))
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in modes}
+    repeat = repeat or ctx.args.repeat
+    for r in range(repeat):
+        shift = r % len(modes)
+        for name, src in modes[shift:] + modes[:shift]:
+            mode = "ceiling" if name == "ceiling" else "operator"
+            runs[name].append(run_burst(ctx, scenario, mode, jobs, src=src, **options))
+    if peers:
+        warm_up_peer(ctx)
+    for name in peers:
+        settings = SETTINGS[name]
+        runs[f"training-operator-{name}"] = [
+            run_burst(ctx, scenario, "peer", jobs, peer=settings, **options) for _ in range(repeat)
+        ]
+    out: dict[str, Any] = {}
+    for name, rs in runs.items():
+        ordered = sorted(rs, key=lambda run: run[median_of])
+        out[name] = ordered[(len(ordered) - 1) // 2]
+    if repeat > 1:
+        out["cost_medians"] = {name: median_costs(rs) for name, rs in runs.items()}
+        keys = ("total_created_s", "total_running_s", "job_created_p50_s", "other_cpu_seconds")
+        out["repeats"] = {
+            name: [
+                {k: run.get(k) for k in keys}
+                | {"operator_cpu_seconds": run.get("operator", {}).get("cpu_seconds")}
+                for run in rs
+            ]
+            for name, rs in runs.items()
+        }
+    return out
+
+
+def warm_up_peer(ctx: Context) -> None:
+    """training-operator's CRDs and its first jobs, unrecorded, and the
+    garbage collector watching its TFJobs, as warm_up for dlk8s's."""
+    install_peer(ctx.cluster)
+    warm = [tfjob(f"warm-{i}", 2, 1) for i in range(4)]
+    run_burst(ctx, "warmup", "peer", warm, peer=SETTINGS["tuned"])
+    wait_for(
+        lambda: longrunning_watches(ctx.api, "tfjobs", group="kubeflow.org") >= 1,
+        120,
+        "the GC to watch Kubeflow's TFJobs",
+    )
+
+
+def latencies(subs: list[Submission], seen: dict[str, Any], mode: str) -> dict[str, Any]:
+    t0 = min(s.start for s in subs)
+    pods_by_job: dict[str, list[dict[str, Any]]] = {}
+    for pod in seen["pods"].values():
+        pods_by_job.setdefault(pod["job"], []).append(pod)
+    created, running, status_running = [], [], []
+    for sub in subs:
+        pods = pods_by_job.get(sub.name, [])
+        created.append(max(p["added"] for p in pods) - sub.start if pods else float("nan"))
+        running.append(
+            max(p.get("running", float("nan")) for p in pods) - sub.start if pods else float("nan")
+        )
+        job = seen["tfjobs"].get(sub.name, {})
+        if "running" in job:
+            status_running.append(job["running"] - sub.start)
+    arrivals = [round(s.start - t0, 3) for s in subs]
+    pod_created = sorted(p["added"] - t0 for p in seen["pods"].values())
+    svc_created = sorted(s["added"] - t0 for s in seen["services"].values())
+    pod_running = sorted(p["running"] - t0 for p in seen["pods"].values() if "running" in p)
+    if mode == "operator":
+        ends = status_running
+        job_ends = [j["running"] - t0 for j in seen["tfjobs"].values() if "running" in j]
+        total_running = max(job_ends) if job_ends else float("nan")
+    else:
+        ends = running
+        total_running = pod_running[-1] if pod_running else float("nan")
+    total_created = pod_created[-1] if pod_created else float("nan")
+    return {
+        "submit_seconds": round(max(s.done for s in subs) - t0, 3),
+        "job_created_p50_s": pct(created, 50),
+        "job_created_p99_s": pct(created, 99),
+        "job_running_p50_s": pct(ends, 50),
+        "job_running_p99_s": pct(ends, 99),
+        "pods_running_p50_s": pct(running, 50),
+        "pod_created_p50_s": pct(pod_created, 50),
+        "pod_created_p99_s": pct(pod_created, 99),
+        "total_created_s": round(total_created, 3),
+        "total_services_s": round(svc_created[-1], 3) if svc_created else None,
+        "total_pods_running_s": round(pod_running[-1], 3) if pod_running else None,
+        "total_running_s": round(total_running, 3),
+        "pods_per_second": round(len(pod_created) / total_created, 1) if pod_created else 0,
+        "pods_seen": len(pod_created),
+        "jobs_running_seen": len(status_running) if mode == "operator" else None,
+        # For the plot: pods created over time (seconds from the first submission).
+        "series_pods_created": [round(t, 3) for t in pod_created],
+        # Per job: (submitted, seconds to all its pods created), in submission order.
+        "series_job_created": [
+            [a, round(c, 3)] for a, c in sorted(zip(arrivals, created, strict=True)) if c == c
+        ],
+    }
