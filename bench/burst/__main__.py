@@ -41,11 +41,11 @@ from typing import Any
 from bench.burst.latency import run_latency
 from bench.burst.rest import run_rest
 from bench.common.context import add_common_args, open_context
+from bench.common.devtools import interrupt_on_termination
 from bench.common.harness import tfjob
 from bench.common.runs import compare, run_burst
 from bench.common.training_operator import SETTINGS
 from bench.reports.burst import write_reports
-from dlk8s_dev.stopping import interrupt_on_termination
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

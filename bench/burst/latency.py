@@ -44,8 +44,8 @@ from bench.common.harness import (
     wait_quiet,
 )
 from bench.common.measure import delta, proc_cpu
+from bench.common.operator import pod_name
 from bench.common.watcher import Watcher
-from dlk8s.job.childnames import pod_name
 
 POD = "/api/v1/namespaces/{ns}/pods/{name}"
 MERGE_PATCH = "application/merge-patch+json"

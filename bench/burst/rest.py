@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from bench.common.devtools import OperatorProcess
 from bench.common.harness import (
     Context,
     create_namespace,
@@ -24,7 +25,6 @@ from bench.common.harness import (
 )
 from bench.common.measure import apiserver_requests, by_verb, delta, proc_cpu, proc_peak_rss
 from bench.common.watcher import Watcher
-from dlk8s_dev.localdeploy import OperatorProcess
 
 # What the operator may ask the API server for (and leases, with leader election).
 OPERATOR_RESOURCES = {"tfjobs", "mxjobs", "caffe2jobs", "paddlejobs", "pods", "services"}

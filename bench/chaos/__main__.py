@@ -56,8 +56,8 @@ from pathlib import Path
 from bench.chaos.scenarios import KUEUE_SCENARIOS, SCENARIOS
 from bench.chaos.suite import Row, Suite
 from bench.chaos.table import table
+from bench.common.devtools import interrupt_on_termination
 from bench.common.paths import RESULTS
-from dlk8s_dev.stopping import interrupt_on_termination
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

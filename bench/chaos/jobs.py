@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from dlk8s_dev.localcluster import EXIT_CODE_ANNOTATION, RUN_DURATION_ANNOTATION
+from bench.common.devtools import EXIT_CODE_ANNOTATION, RUN_DURATION_ANNOTATION
 
 API = "dlk8s.io/v1alpha1"
 MASTER, WORKER = "MASTER", "WORKER"

@@ -11,10 +11,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlk8s.job.vocabulary import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
-from dlk8s.runtime.apiresources import resource_for
-from dlk8s.runtime.client import Kube, Selectors
-from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Informer
+from bench.common.operator import (
+    ADDED,
+    DELETED,
+    LABEL_JOB_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    MODIFIED,
+    Informer,
+    Kube,
+    Selectors,
+    resource_for,
+)
 
 
 @dataclass

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from bench.chaos.log import log
-from dlk8s_dev.localdeploy import Install, OperatorProcess
+from bench.common.devtools import Install, OperatorProcess
 
 
 class Operators:

@@ -15,11 +15,8 @@ from typing import Any
 
 from bench.chaos.ledger import Ledger, duplicates
 from bench.chaos.log import log
-from dlk8s.runtime.apiresources import JOB_RESOURCES
-from dlk8s.runtime.client import Kube, Scope
-from dlk8s.runtime.errors import ApiError
-from dlk8s_dev.localcluster import LocalCluster, NodeSpec
-from dlk8s_dev.localdeploy import Install, install_chart
+from bench.common.devtools import Install, LocalCluster, NodeSpec, install_chart
+from bench.common.operator import JOB_RESOURCES, ApiError, Kube, Scope
 
 FINISHED = ("Succeeded", "Failed")
 

@@ -39,12 +39,15 @@ from typing import Any
 from urllib.parse import urlencode
 
 from bench.common.api import Api
-from dlk8s.job.actions import Create, Delete
-from dlk8s.job.childnames import runtime_id
-from dlk8s.job.config import ControllerConfig
-from dlk8s.job.jobmodel import Observed
-from dlk8s.job.reconcile import reconcile
-from dlk8s.runtime.client import STRICT
+from bench.common.operator import (
+    STRICT,
+    ControllerConfig,
+    Create,
+    Delete,
+    Observed,
+    reconcile,
+    runtime_id,
+)
 
 CHILD_PATHS = {"Pod": "/api/v1/namespaces/{ns}/pods", "Service": "/api/v1/namespaces/{ns}/services"}
 EXIT_CODE = "kwok.dlk8s.io/exit-code"

@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.common.api import Api, Endpoint
+from bench.common.devtools import REPO_ROOT, LocalCluster, NodeSpec, install_chart
 from bench.common.harness import Context, tfjob, wait_for
 from bench.common.measure import longrunning_watches, proc_name
+from bench.common.operator import load_config
 from bench.common.paths import RESULTS
 from bench.common.runs import run_burst
 from bench.common.servercosts import Metrics
-from dlk8s.job.config import load_config
-from dlk8s_dev.localcluster import REPO_ROOT, LocalCluster, NodeSpec
-from dlk8s_dev.localdeploy import install_chart
 
 
 def git_describe() -> str:

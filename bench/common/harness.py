@@ -25,6 +25,8 @@ from typing import Any
 
 from bench.common.api import Api, Endpoint
 from bench.common.ceiling import EXIT_CODE, RUN_DURATION
+from bench.common.devtools import Install, LocalCluster, OperatorProcess
+from bench.common.operator import ControllerConfig
 from bench.common.servercosts import Metrics
 from bench.common.training_operator import (
     TrainingOperator,
@@ -32,9 +34,6 @@ from bench.common.training_operator import (
     reconciles_of,
     requests_of,
 )
-from dlk8s.job.config import ControllerConfig
-from dlk8s_dev.localcluster import LocalCluster
-from dlk8s_dev.localdeploy import Install, OperatorProcess
 
 TFJOBS = "/apis/dlk8s.io/v1alpha1/namespaces/{ns}/tfjobs"
 IMAGE = "tensorflow/tensorflow:2.15.0"

@@ -54,16 +54,17 @@ from typing import Any
 
 import yaml
 
-from dlk8s_dev.localcluster import (
+from bench.common.devtools import (
     ClusterError,
     LocalCluster,
-    _http_ok,
+    die_with_parent,
     free_port,
+    http_ok,
+    issue,
+    make_ca,
     pinned_versions,
+    with_files_at,
 )
-from dlk8s_dev.mountns import with_files_at
-from dlk8s_dev.nodepki import issue, make_ca
-from dlk8s_dev.pdeath import die_with_parent
 
 TRAINING_OPERATOR_VERSION = pinned_versions()["TRAINING_OPERATOR_VERSION"]
 BINARY = "training-operator"
@@ -254,7 +255,7 @@ class TrainingOperator:
             self._register_webhooks()
             self._spawn(self._mount_secret())
             self._wait(
-                lambda: _http_ok(f"http://127.0.0.1:{self.ports['health']}/readyz"), "/readyz"
+                lambda: http_ok(f"http://127.0.0.1:{self.ports['health']}/readyz"), "/readyz"
             )
             self._wait(self._workers_started, f"{CONTROLLER}'s workers")
             self._wait(self._webhook_refuses, "its webhook, through the API server")

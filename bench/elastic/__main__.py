@@ -87,11 +87,11 @@ import sys
 import threading
 from pathlib import Path
 
+from bench.common.devtools import interrupt_on_termination
 from bench.common.paths import RESULTS
 from bench.elastic.replay import DEFAULT_RESERVE_AFTER, DEFAULT_SCALE, run
 from bench.elastic.report import RESULTS_JSON, write_report
 from bench.elastic.traces import TRACES, write_traces
-from dlk8s_dev.stopping import interrupt_on_termination
 
 
 def main(argv: list[str] | None = None) -> int:

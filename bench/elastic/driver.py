@@ -13,15 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.common.devtools import EXIT_CODE_ANNOTATION, LocalCluster
+from bench.common.operator import JOB_RESOURCES, Informer, Kube, Selectors, from_list, resource_for
 from bench.elastic.causes import idle_gpus, wait_cause
 from bench.elastic.manifests import NAMESPACE, manifest
 from bench.elastic.podviews import PodView, is_sized, out_of_bounds, overcommitted, pod_view
 from bench.elastic.traces import PADDLE, kind_of
-from dlk8s.job.computeresources import from_list
-from dlk8s.runtime.apiresources import JOB_RESOURCES, resource_for
-from dlk8s.runtime.client import Kube, Selectors
-from dlk8s.runtime.informer import Informer
-from dlk8s_dev.localcluster import EXIT_CODE_ANNOTATION, LocalCluster
 
 
 @dataclass

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.common.operator import API_VERSION
 from bench.elastic.traces import PYTORCH, kind_of
-from dlk8s.job.vocabulary import API_VERSION
 
 NAMESPACE = "elastic-bench"
 

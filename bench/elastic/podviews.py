@@ -8,11 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench.common.operator import Pod, Resources, pod_from_manifest
 from bench.elastic.manifests import NAMESPACE
 from bench.elastic.traces import SIZED_ROLES, kind_of
-from dlk8s.autoscaler.cluster import Pod
-from dlk8s.autoscaler.manifests import pod_from_manifest
-from dlk8s.job.computeresources import Resources
 
 
 @dataclass(frozen=True)

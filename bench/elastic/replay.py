@@ -15,15 +15,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.common.devtools import LocalCluster, NodeSpec, OperatorProcess, install_chart
+from bench.common.operator import pod_from_manifest
 from bench.common.paths import RESULTS
 from bench.elastic.driver import Driver
 from bench.elastic.manifests import NAMESPACE
 from bench.elastic.report import RESULTS_JSON, median_replay, write_report
 from bench.elastic.summary import summarize, thin
 from bench.elastic.traces import KINDS, TRACES, assign_kinds
-from dlk8s.autoscaler.manifests import pod_from_manifest
-from dlk8s_dev.localcluster import LocalCluster, NodeSpec
-from dlk8s_dev.localdeploy import OperatorProcess, install_chart
 
 RAW = RESULTS / "raw" / "elastic"
 GIB = 2**30

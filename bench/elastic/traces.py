@@ -12,10 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.common.operator import TRAINERS, WORKERS, CountAnnotations
 from bench.common.paths import BENCH
-from dlk8s.job.kinds.elastic import CountAnnotations
-from dlk8s.job.kinds.paddlejob.spec import TRAINERS
-from dlk8s.job.kinds.pytorchjob import WORKERS
 
 BURST_WINDOW = 60.0
 

@@ -35,11 +35,10 @@ import time
 from typing import Any
 
 from bench.common.context import add_common_args, open_context
+from bench.common.devtools import interrupt_on_termination, pinned_versions
 from bench.common.paths import RESULTS
 from bench.kueue.modes import MODES, run_mode
 from bench.kueue.report import markdown
-from dlk8s_dev.localcluster import pinned_versions
-from dlk8s_dev.stopping import interrupt_on_termination
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

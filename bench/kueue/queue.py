@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.common.ceiling import EXIT_CODE, RUN_DURATION
 from bench.common.harness import Context, tfjob, wait_for
-from dlk8s.job.vocabulary import LABEL_QUEUE_NAME
+from bench.common.operator import LABEL_QUEUE_NAME
 
 GPU = "nvidia.com/gpu"
 KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"

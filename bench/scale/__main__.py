@@ -34,11 +34,11 @@ import time
 from typing import Any
 
 from bench.common.context import add_common_args, open_context
+from bench.common.devtools import interrupt_on_termination
 from bench.common.harness import Context, tfjob
 from bench.common.runs import compare, run_burst
 from bench.reports.scale import write_scale_reports
 from bench.scale.history import run_history
-from dlk8s_dev.stopping import interrupt_on_termination
 
 # --- 1. sustained arrival -------------------------------------------------------------------------
 

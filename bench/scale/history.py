@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from bench.common.devtools import REPO_ROOT, OperatorProcess
 from bench.common.harness import (
     Context,
     create_namespace,
@@ -34,8 +35,6 @@ from bench.common.measure import (
     proc_rss,
 )
 from bench.common.watcher import Watcher
-from dlk8s_dev.localcluster import REPO_ROOT
-from dlk8s_dev.localdeploy import OperatorProcess
 
 VALUES = REPO_ROOT / "charts" / "dlk8s" / "values.yaml"
 MIB = 2**20

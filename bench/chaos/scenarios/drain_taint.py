@@ -11,9 +11,7 @@ from bench.chaos.jobs import mixed
 from bench.chaos.ledger import overlaps
 from bench.chaos.operators import Operators
 from bench.chaos.suite import Row, Suite
-from dlk8s.job.vocabulary import LABEL_JOB_NAME
-from dlk8s.runtime.apiresources import resource_for
-from dlk8s.runtime.client import Scope
+from bench.common.operator import LABEL_JOB_NAME, Scope, resource_for
 
 
 def drain_taint(suite: Suite) -> Row:

@@ -22,7 +22,7 @@ from bench.chaos.jobs import (
 )
 from bench.chaos.operators import Operators
 from bench.chaos.suite import Row, Suite
-from dlk8s.job.vocabulary import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
+from bench.common.operator import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE
 
 
 def hostile(suite: Suite) -> Row:

@@ -47,18 +47,23 @@ from bench.chaos.ledger import Life, overlaps, owner_uid
 from bench.chaos.log import log
 from bench.chaos.operators import Operators, Outage
 from bench.chaos.suite import FINISHED, Row, Suite
-from dlk8s.job.computeresources import parse_quantity
-from dlk8s.job.vocabulary import (
+from bench.common.devtools import Kueue
+from bench.common.operator import (
+    ADDED,
+    DELETED,
     KUEUE_API_VERSION,
     LABEL_JOB_NAME,
     LABEL_PRIORITY_CLASS,
     LABEL_QUEUE_NAME,
+    MODIFIED,
+    ApiError,
+    Informer,
+    Scope,
+    Selectors,
+    TransportError,
+    parse_quantity,
+    resource_for,
 )
-from dlk8s.runtime.apiresources import resource_for
-from dlk8s.runtime.client import Scope, Selectors
-from dlk8s.runtime.errors import ApiError, TransportError
-from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Informer
-from dlk8s_dev.kueue import Kueue
 
 FLAVOR, CLUSTER_QUEUE, QUEUE = "chaos-cpus", "chaos-kueue", "chaos"
 LOW, HIGH = "chaos-low", "chaos-high"

@@ -9,7 +9,7 @@ import time
 from bench.chaos.jobs import mixed
 from bench.chaos.operators import Operators, Outage
 from bench.chaos.suite import Row, Suite
-from dlk8s_dev.localdeploy import OperatorProcess
+from bench.common.devtools import OperatorProcess
 
 LEASE_SECONDS = 15
 

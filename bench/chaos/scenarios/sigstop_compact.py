@@ -11,7 +11,7 @@ from typing import Any
 from bench.chaos.jobs import mixed
 from bench.chaos.operators import Operators, Outage, lines_since, log_size
 from bench.chaos.suite import Row, Suite
-from dlk8s_dev.localcluster import EXIT_CODE_ANNOTATION
+from bench.common.devtools import EXIT_CODE_ANNOTATION
 
 
 def sigstop_compact(suite: Suite) -> Row:

@@ -1,0 +1,62 @@
+"""bench's only door into the development tooling, dlk8s_dev (dev/): every
+name bench uses of it, each for a reason below. No other module of bench
+imports ``dlk8s_dev`` (tests/unit/project/test_bench_layout.py).
+
+- ``LocalCluster``, ``NodeSpec``, ``ClusterError``: the local control plane
+  with its kwok nodes, and what its failures raise;
+- ``EXIT_CODE_ANNOTATION``, ``RUN_DURATION_ANNOTATION``: the annotations on
+  which kwok ends a pod, after how long and with which exit code;
+- ``Install``, ``install_chart``, ``OperatorProcess``: the chart installed on
+  it, and the operator run as a local process with the chart's
+  ServiceAccount and environment;
+- ``Kueue``: Kueue's manager beside the cluster (the chaos suite kills it);
+- ``REPO_ROOT``, ``pinned_versions``: the checkout (the chart's values, git)
+  and tools/versions.env (the versions of training-operator and Kueue);
+- ``free_port``, ``http_ok``, ``make_ca``, ``issue``, ``with_files_at``,
+  ``die_with_parent``: what training-operator needs to run as a local
+  process (its ports, its readiness, its webhook's certificates, made and
+  mounted where it reads them, and its end with ours);
+- ``interrupt_on_termination``: SIGTERM and SIGHUP stop a run and its
+  cluster as Ctrl-C does.
+"""
+
+from __future__ import annotations
+
+from dlk8s_dev.kueue import Kueue
+from dlk8s_dev.localcluster import (
+    EXIT_CODE_ANNOTATION,
+    REPO_ROOT,
+    RUN_DURATION_ANNOTATION,
+    ClusterError,
+    LocalCluster,
+    NodeSpec,
+    free_port,
+    pinned_versions,
+)
+from dlk8s_dev.localdeploy import Install, OperatorProcess, install_chart
+from dlk8s_dev.mountns import with_files_at
+from dlk8s_dev.nodepki import issue, make_ca
+from dlk8s_dev.pdeath import die_with_parent
+from dlk8s_dev.probes import http_ok
+from dlk8s_dev.stopping import interrupt_on_termination
+
+__all__ = [
+    "EXIT_CODE_ANNOTATION",
+    "REPO_ROOT",
+    "RUN_DURATION_ANNOTATION",
+    "ClusterError",
+    "Install",
+    "Kueue",
+    "LocalCluster",
+    "NodeSpec",
+    "OperatorProcess",
+    "die_with_parent",
+    "free_port",
+    "http_ok",
+    "install_chart",
+    "interrupt_on_termination",
+    "issue",
+    "make_ca",
+    "pinned_versions",
+    "with_files_at",
+]
