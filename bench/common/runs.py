@@ -19,9 +19,12 @@ after each run.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from bench.common.ceiling import Ceiling
@@ -69,7 +72,63 @@ from bench.common.training_operator import (
     kubeflow_tfjob,
 )
 from bench.common.training_operator import install as install_peer
-from bench.common.watcher import DLK8S_TFJOBS, KUBEFLOW_TFJOBS, Watcher
+from bench.common.watcher import DLK8S_TFJOBS, KUBEFLOW_TFJOBS, JobKind, Watcher
+
+
+@dataclass
+class Burst:
+    """One run_burst under way: its namespace and jobs, the watcher that
+    times them, and what makes their children (the operator,
+    training-operator or the ceiling), with the operator's counts at the
+    window's start."""
+
+    ctx: Context
+    scenario: str
+    label: str
+    namespace: str
+    jobs: list[dict[str, Any]]
+    pods: int  # every replica of these jobs has a pod and a Service
+    kind: JobKind
+    watcher: Watcher
+    peer: Settings | None
+    op: Controller | None = None
+    ceiling: Ceiling | None = None
+    then: Callable[[Submission], None] | None = None
+    spy: subprocess.Popen[bytes] | None = None
+    speedscope: Path = field(default_factory=Path)
+    op_requests: Counter[tuple[str, str]] = field(default_factory=Counter)
+    op_passes: int = 0
+    op_cpu: float = 0.0
+
+    @property
+    def timeout(self) -> float:
+        timeout: float = self.ctx.args.peer_timeout if self.peer else self.ctx.args.timeout
+        return timeout
+
+
+@dataclass(frozen=True)
+class Marks:
+    """What the control plane, this process, the watcher, the machine and
+    the API server had counted at one moment: read before the window and
+    after it."""
+
+    control_plane: dict[str, float]
+    bench: float
+    watcher: float
+    machine: float
+    requests: Counter[tuple[str, str]]
+    costs: Counter[str]
+
+
+@dataclass
+class Times:
+    """When each phase of the window ended (time.monotonic())."""
+
+    t0: float = 0.0
+    submitted: float = 0.0
+    created: float = 0.0
+    running: float = 0.0
+    settled: float = 0.0
 
 
 def run_burst(
@@ -92,6 +151,34 @@ def run_burst(
     `endpoints`: the run lasts until every Service's Endpoints holds its
     pod's address (False where kube-controller-manager still works off
     what came before: a history of thousands of Services)."""
+    run = _begin(ctx, scenario, mode, jobs, peer)
+    _start_makers(run, mode, profile, src, settle)
+    before = _marks(run)
+    server_profile = _start_apiserver_profile(run)
+    times = Times()
+    subs = _submit_and_wait(run, times, rate, endpoints)
+    result = _makers_figures(run)
+    times.settled = time.monotonic()
+    after = _marks_after(run)
+    if run.op is not None:
+        run.op.stop()  # after the counts: its watches ending are not part of the run
+    data = run.watcher.stop()
+    result |= _window_figures(run, before, after, times, data, result)
+    if not peer:
+        result["status_writes"] = status_changes(data["seen"]["tfjobs"])
+    if server_profile is not None:
+        # Before the namespace's deletion, which the window must not see.
+        seconds = ctx.args.apiserver_profile_seconds + 60
+        result["apiserver_profile"] = server_profile.summary(seconds)
+    result |= latencies(subs, data["seen"], "operator" if run.op is not None else mode)
+    return _end(run, result, times)
+
+
+def _begin(
+    ctx: Context, scenario: str, mode: str, jobs: list[dict[str, Any]], peer: Settings | None
+) -> Burst:
+    """The run's namespace, its jobs (as Kubeflow's for training-operator)
+    and its watcher, started."""
     label = f"training-operator-{peer.name}" if peer else mode
     namespace = create_namespace(ctx, f"{scenario}-{label}")
     expected_pods = sum(
@@ -103,122 +190,169 @@ def run_burst(
         jobs = [kubeflow_tfjob(j) for j in jobs]
     watch_file = ctx.raw / f"watch-{namespace}.json"
     watcher = Watcher(ctx.endpoint, namespace, watch_file, jobs=kind).start()
-    op: Controller | None = None
-    spy = None
-    ceiling: Ceiling | None = None
-    speedscope = ctx.raw / f"profile-{scenario}{'-baseline' if src else ''}.speedscope.json"
-    if peer:
-        log_file = ctx.raw / f"training-operator-{peer.name}-{scenario}.log"
-        op = TrainingOperator(ctx.cluster, peer, log_file).start()
+    return Burst(ctx, scenario, label, namespace, jobs, expected_pods, kind, watcher, peer)
+
+
+def _start_makers(run: Burst, mode: str, profile: bool, src: str, settle: bool) -> None:
+    """Start what makes the children: training-operator, a fresh operator
+    (settled, under py-spy, if asked; its counts read), or the ceiling."""
+    ctx, scenario = run.ctx, run.scenario
+    run.speedscope = ctx.raw / f"profile-{scenario}{'-baseline' if src else ''}.speedscope.json"
+    if run.peer:
+        log_file = ctx.raw / f"training-operator-{run.peer.name}-{scenario}.log"
+        run.op = TrainingOperator(ctx.cluster, run.peer, log_file).start()
     elif mode == "operator":
         suffix = ("-profile" if profile else "") + ("-baseline" if src else "")
-        op = start_operator(ctx, f"operator-{scenario}{suffix}", src)
-    if op is not None:
+        run.op = start_operator(ctx, f"operator-{scenario}{suffix}", src)
+    if run.op is not None:
         if settle:
-            wait_quiet(op, timeout=ctx.args.timeout)
+            wait_quiet(run.op, timeout=ctx.args.timeout)
         if profile:
-            spy = start_py_spy(op.pid, speedscope, ctx.args.py_spy_args)
-        before_requests = operator_requests(op)
-        before_passes = operator_reconciles(op)
-        op_cpu0 = proc_cpu(op.pid)
-        then = None
+            run.spy = start_py_spy(run.op.pid, run.speedscope, ctx.args.py_spy_args)
+        run.op_requests = operator_requests(run.op)
+        run.op_passes = operator_reconciles(run.op)
+        run.op_cpu = proc_cpu(run.op.pid)
     else:
-        ceiling = Ceiling(ctx.api, namespace, jobs, ctx.config, ctx.args.api_parallelism)
-        assert ceiling.children() == 2 * expected_pods, "pods + services"
-        then = ceiling.then
+        run.ceiling = Ceiling(
+            ctx.api, run.namespace, run.jobs, ctx.config, ctx.args.api_parallelism
+        )
+        assert run.ceiling.children() == 2 * run.pods, "pods + services"
+        run.then = run.ceiling.then
 
-    cp0 = cpu_of(ctx.control_plane)
-    me0, watch0, all0 = proc_cpu(os.getpid()), proc_cpu(watcher.pid), machine_busy()
-    api0 = apiserver_requests(ctx.api)
-    costs0 = ctx.server_metrics.read()
-    profile = None
-    if ctx.args.apiserver_profile_seconds > 0 and scenario != "warmup":
-        out = ctx.raw / f"apiserver-{namespace}.pprof"
-        profile = Profile(ctx.api, ctx.args.apiserver_profile_seconds, out).start()
-    t0 = time.monotonic()
-    subs = submit_all(ctx, namespace, jobs, then, rate, path=kind.path)
-    submitted = time.monotonic()
-    timeout = ctx.args.peer_timeout if peer else ctx.args.timeout
-    if not watcher.wait("pods_added", expected_pods, timeout):
-        log(f"only {watcher.value('pods_added')}/{expected_pods} pods after {timeout}s")
-    created = time.monotonic()
-    if ceiling is not None:
-        ceiling.wait_created()
+
+def _marks(run: Burst) -> Marks:
+    """The counts at the window's start."""
+    ctx = run.ctx
+    control_plane = cpu_of(ctx.control_plane)
+    bench, watcher, machine = proc_cpu(os.getpid()), proc_cpu(run.watcher.pid), machine_busy()
+    requests = apiserver_requests(ctx.api)
+    costs = ctx.server_metrics.read()
+    return Marks(control_plane, bench, watcher, machine, requests, costs)
+
+
+def _marks_after(run: Burst) -> Marks:
+    """The counts at the window's end, the API server's first."""
+    ctx = run.ctx
+    requests = apiserver_requests(ctx.api)
+    costs = ctx.server_metrics.read()
+    control_plane = cpu_of(ctx.control_plane)
+    bench, watcher, machine = proc_cpu(os.getpid()), proc_cpu(run.watcher.pid), machine_busy()
+    return Marks(control_plane, bench, watcher, machine, requests, costs)
+
+
+def _start_apiserver_profile(run: Burst) -> Profile | None:
+    """kube-apiserver's CPU profile of the window's first seconds, if asked
+    (never of the warm-up)."""
+    ctx = run.ctx
+    if ctx.args.apiserver_profile_seconds > 0 and run.scenario != "warmup":
+        out = ctx.raw / f"apiserver-{run.namespace}.pprof"
+        return Profile(ctx.api, ctx.args.apiserver_profile_seconds, out).start()
+    return None
+
+
+def _submit_and_wait(run: Burst, times: Times, rate: float, endpoints: bool) -> list[Submission]:
+    """Submit the jobs, then wait for every pod created, every job Running
+    and (with `endpoints`) every Service's Endpoints addressed."""
+    ctx, watcher, timeout = run.ctx, run.watcher, run.timeout
+    times.t0 = time.monotonic()
+    subs = submit_all(ctx, run.namespace, run.jobs, run.then, rate, path=run.kind.path)
+    times.submitted = time.monotonic()
+    if not watcher.wait("pods_added", run.pods, timeout):
+        log(f"only {watcher.value('pods_added')}/{run.pods} pods after {timeout}s")
+    times.created = time.monotonic()
+    if run.ceiling is not None:
+        run.ceiling.wait_created()
     # Running: the job's status for the operator; every pod Running for the ceiling.
-    if op is not None:
-        ok = watcher.wait("jobs_running", len(jobs), timeout)
+    if run.op is not None:
+        ok = watcher.wait("jobs_running", len(run.jobs), timeout)
     else:
-        ok = watcher.wait("pods_running", expected_pods, timeout)
+        ok = watcher.wait("pods_running", run.pods, timeout)
     if not ok:
         log(f"not all Running after {timeout}s")
-    running = time.monotonic()
+    times.running = time.monotonic()
     # The run is measured until kube-controller-manager has given every
     # Service its pod's address: a run that creates faster leaves it more
     # of that work after its last pod runs, and a window that ended there
     # would not count it (bench/results/results.md: Endpoints).
-    if endpoints and not watcher.wait("endpoints_addressed", expected_pods, timeout):
-        log(f"only {watcher.value('endpoints_addressed')}/{expected_pods} Endpoints addressed")
-    result: dict[str, Any] = {"namespace": namespace, "jobs": len(jobs), "pods": expected_pods}
-    if peer:
-        result["training_operator"] = asdict(peer) | {"version": TRAINING_OPERATOR_VERSION}
+    if endpoints and not watcher.wait("endpoints_addressed", run.pods, timeout):
+        log(f"only {watcher.value('endpoints_addressed')}/{run.pods} Endpoints addressed")
+    return subs
+
+
+def _makers_figures(run: Burst) -> dict[str, Any]:
+    """The run's shape, and what made its children: the operator's (or
+    training-operator's) CPU, memory, requests and passes once it is quiet,
+    its profile; the ceiling stopped, with the endings it sent."""
+    result: dict[str, Any] = {"namespace": run.namespace, "jobs": len(run.jobs), "pods": run.pods}
+    if run.peer:
+        result["training_operator"] = asdict(run.peer) | {"version": TRAINING_OPERATOR_VERSION}
+    op = run.op
     if op is not None:
         # training-operator's events queue behind its requests' rate limit.
-        wait_quiet(op, timeout=timeout if peer else 120)
-        if spy is not None:
+        wait_quiet(op, timeout=run.timeout if run.peer else 120)
+        if run.spy is not None:
             threads = thread_cpu(op.pid)
-            result["profile"] = stop_py_spy(spy, speedscope)
-            result["profile"]["thread_cpu"] = thread_groups(threads, speedscope)
-            result["profile"]["args"] = ctx.args.py_spy_args
+            result["profile"] = stop_py_spy(run.spy, run.speedscope)
+            result["profile"]["thread_cpu"] = thread_groups(threads, run.speedscope)
+            result["profile"]["args"] = run.ctx.args.py_spy_args
         result["operator"] = {
-            "cpu_seconds": round(proc_cpu(op.pid) - op_cpu0, 2),
+            "cpu_seconds": round(proc_cpu(op.pid) - run.op_cpu, 2),
             "peak_rss_mb": round(proc_peak_rss(op.pid) / 2**20, 1),
-            "requests": requests_table(delta(operator_requests(op), before_requests)),
-            "reconciles": operator_reconciles(op) - before_passes,
+            "requests": requests_table(delta(operator_requests(op), run.op_requests)),
+            "reconciles": operator_reconciles(op) - run.op_passes,
         }
-    if ceiling is not None:
-        ceiling.stop()  # the endings not yet due are past the window, as the operator's are
-        result["ceiling_endings"] = ceiling.endings_sent
-    settled = time.monotonic()
-    api1 = apiserver_requests(ctx.api)
-    costs = Metrics.since(costs0, ctx.server_metrics.read())
-    cp1 = cpu_of(ctx.control_plane)
-    me1, watch1, all1 = proc_cpu(os.getpid()), proc_cpu(watcher.pid), machine_busy()
-    if op is not None:
-        op.stop()  # after the counts: its watches ending are not part of the run
-    data = watcher.stop()
-    known = sum(cp1[k] - cp0[k] for k in cp0) + (me1 - me0) + (watch1 - watch0)
-    if op is not None:
+    if run.ceiling is not None:
+        run.ceiling.stop()  # the endings not yet due are past the window, as the operator's are
+        result["ceiling_endings"] = run.ceiling.endings_sent
+    return result
+
+
+def _window_figures(
+    run: Burst,
+    before: Marks,
+    after: Marks,
+    times: Times,
+    data: dict[str, Any],
+    result: dict[str, Any],
+) -> dict[str, Any]:
+    """What the window cost the API server, the control plane, the
+    benchmark, its watcher and everything else; how long its phases took;
+    what the watcher saw."""
+    cp0, cp1 = before.control_plane, after.control_plane
+    known = sum(cp1[k] - cp0[k] for k in cp0) + (after.bench - before.bench)
+    known += after.watcher - before.watcher
+    if run.op is not None:
         known += result["operator"]["cpu_seconds"]
-    result |= {
-        "apiserver_requests_by_verb": by_verb(delta(api1, api0)),
-        "apiserver_requests": requests_table(delta(api1, api0)),
+    requests = delta(after.requests, before.requests)
+    t0 = times.t0
+    return {
+        "apiserver_requests_by_verb": by_verb(requests),
+        "apiserver_requests": requests_table(requests),
         "control_plane_cpu_seconds": {k: round(cp1[k] - cp0[k], 2) for k in cp0},
-        "bench_cpu_seconds": round(me1 - me0, 2),
-        "watcher_cpu_seconds": round(watch1 - watch0, 2),
+        "bench_cpu_seconds": round(after.bench - before.bench, 2),
+        "watcher_cpu_seconds": round(after.watcher - before.watcher, 2),
         # Everything else on the machine (other people's tests...) while this ran.
-        "other_cpu_seconds": round(all1 - all0 - known, 1),
+        "other_cpu_seconds": round(after.machine - before.machine - known, 1),
         "phases_seconds": {
-            "submit": round(submitted - t0, 2),
-            "created_wait": round(created - t0, 2),
-            "running_wait": round(running - t0, 2),
-            "settled": round(settled - t0, 2),
+            "submit": round(times.submitted - t0, 2),
+            "created_wait": round(times.created - t0, 2),
+            "running_wait": round(times.running - t0, 2),
+            "settled": round(times.settled - t0, 2),
         },
         "watch_events": data["events"],
-        "server_costs": costs,
+        "server_costs": Metrics.since(before.costs, after.costs),
         "endpoints": endpoints_made(data["seen"].get("endpoints", {})),
     }
-    if not peer:
-        result["status_writes"] = status_changes(data["seen"]["tfjobs"])
-    if profile is not None:
-        # Before the namespace's deletion, which the window must not see.
-        result["apiserver_profile"] = profile.summary(ctx.args.apiserver_profile_seconds + 60)
-    result |= latencies(subs, data["seen"], "operator" if op is not None else mode)
-    if ceiling is not None and ceiling.create_times:
-        result["ceiling_last_create_return_s"] = round(max(ceiling.create_times) - t0, 3)
-    gone = delete_namespace(ctx, namespace)
+
+
+def _end(run: Burst, result: dict[str, Any], times: Times) -> dict[str, Any]:
+    """The ceiling's last create, and the namespace deleted (its pods waited out)."""
+    if run.ceiling is not None and run.ceiling.create_times:
+        result["ceiling_last_create_return_s"] = round(max(run.ceiling.create_times) - times.t0, 3)
+    gone = delete_namespace(run.ctx, run.namespace)
     result["cleanup_seconds"] = round(gone, 1)
     log(
-        f"{scenario}/{label}: all pods created {result['total_created_s']}s, "
+        f"{run.scenario}/{run.label}: all pods created {result['total_created_s']}s, "
         f"Running {result['total_running_s']}s, cleanup {gone:.0f}s"
     )
     return result

@@ -240,42 +240,62 @@ def _record(
     if kind == "pods":
         _record_pod(entry, status.get("phase"), now, progress)
     if kind == "endpoints":
-        addressed = bool(obj.get("subsets"))
-        if type_ == "ADDED":
-            entry["addressed_when_made"] = addressed
-        elif type_ == "MODIFIED":
-            entry["updates"] = entry.get("updates", 0) + 1
-        if addressed and "addressed" not in entry:
-            entry["addressed"] = now
-            progress.endpoints_addressed.value += 1
+        _record_endpoints(entry, type_, bool(obj.get("subsets")), now, progress)
     if kind == "workloads":
         _record_workload(entry, status, int(meta.get("resourceVersion") or 0), now, progress)
     if kind == "tfjobs":
-        if type_ == "MODIFIED":
-            progress.jobs_modified.value += 1
-        if not jobs.conditions and type_ != "DELETED":
-            # Every status the job showed, for what each write changed
-            # (servercosts.status_changes).
-            statuses = entry.setdefault("statuses", [])
-            if not statuses or statuses[-1] != status:
-                statuses.append(status)
-        if status.get("state") == "Succeeded" and "succeeded" not in entry:
-            entry["succeeded"] = now
-            progress.jobs_succeeded.value += 1
-        phase = status.get("phase")
-        if type_ == "DELETED":
-            phase = None
-        if entry.get("phase") == "Running" and phase != "Running":
-            progress.jobs_running_now.value -= 1
-        elif entry.get("phase") != "Running" and phase == "Running":
-            progress.jobs_running_now.value += 1
-        entry["phase"] = phase
-        if phase == "Running" and "running" not in entry:
-            entry["running"] = now
-            progress.jobs_running.value += 1
-        if phase in ("Done", "Failed") and "finished" not in entry:
-            entry["finished"] = now
-            progress.jobs_finished.value += 1
+        _record_tfjob(entry, type_, status, now, progress, jobs)
+
+
+def _record_endpoints(
+    entry: dict[str, Any], type_: str, addressed: bool, now: float, progress: Progress
+) -> None:
+    """Whether the Endpoints were made with their pod's address or updated to
+    it, and when they were first seen holding it."""
+    if type_ == "ADDED":
+        entry["addressed_when_made"] = addressed
+    elif type_ == "MODIFIED":
+        entry["updates"] = entry.get("updates", 0) + 1
+    if addressed and "addressed" not in entry:
+        entry["addressed"] = now
+        progress.endpoints_addressed.value += 1
+
+
+def _record_tfjob(
+    entry: dict[str, Any],
+    type_: str,
+    status: dict[str, Any],
+    now: float,
+    progress: Progress,
+    jobs: JobKind,
+) -> None:
+    """Every status the job showed, and when it was first seen Running,
+    Succeeded and finished; how many jobs run at present."""
+    if type_ == "MODIFIED":
+        progress.jobs_modified.value += 1
+    if not jobs.conditions and type_ != "DELETED":
+        # Every status the job showed, for what each write changed
+        # (servercosts.status_changes).
+        statuses = entry.setdefault("statuses", [])
+        if not statuses or statuses[-1] != status:
+            statuses.append(status)
+    if status.get("state") == "Succeeded" and "succeeded" not in entry:
+        entry["succeeded"] = now
+        progress.jobs_succeeded.value += 1
+    phase = status.get("phase")
+    if type_ == "DELETED":
+        phase = None
+    if entry.get("phase") == "Running" and phase != "Running":
+        progress.jobs_running_now.value -= 1
+    elif entry.get("phase") != "Running" and phase == "Running":
+        progress.jobs_running_now.value += 1
+    entry["phase"] = phase
+    if phase == "Running" and "running" not in entry:
+        entry["running"] = now
+        progress.jobs_running.value += 1
+    if phase in ("Done", "Failed") and "finished" not in entry:
+        entry["finished"] = now
+        progress.jobs_finished.value += 1
 
 
 def status_of_conditions(status: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +63,56 @@ def own_medians(res: dict[str, Any]) -> list[str]:
 def burst_table(title: str, res: dict[str, Any]) -> list[str]:
     op, ce, base = res["operator"], res["ceiling"], res.get("baseline")
     runs = [("operator", op), ("ceiling", ce)] + ([("operator before", base)] if base else [])
+    table = _Columns(runs, ce, base, _burst_head(title, op, runs, base))
+    _burst_rows(table)
+    return table.lines + _burst_notes(res)
+
+
+@dataclass
+class _Columns:
+    """A burst table's rows as they are written: a column per run (the
+    operator, the ceiling, and the operator before if it ran), then the
+    ratios to the ceiling."""
+
+    runs: list[tuple[str, dict[str, Any]]]
+    ceiling: dict[str, Any]
+    base: dict[str, Any] | None
+    lines: list[str]
+
+    def cells(self, values: list[Any], ratio: bool) -> str:
+        text = " | ".join(fmt(v) for v in values)
+        if ratio:
+            text += " | " + time_ratio(values[0], values[1])
+            if self.base:
+                text += " | " + time_ratio(values[2], values[1])
+        else:
+            text += " |" + " |" * bool(self.base)
+        return text
+
+    def row(self, name: str, key: str, ratio: bool = True) -> None:
+        self.lines.append(f"| {name} | {self.cells([r.get(key) for _, r in self.runs], ratio)} |")
+
+    def op_row(self, name: str, key: str) -> None:
+        values = [
+            r.get("operator", {}).get(key) if r is not self.ceiling else None for _, r in self.runs
+        ]
+        self.lines.append(f"| {name} | {self.cells(values, False)} |")
+
+    def text_row(self, name: str, key: str) -> None:
+        texts = [verbs(r.get(key) or {}) for _, r in self.runs]
+        self.lines.append(f"| {name} | " + " | ".join(texts) + " | |" + " |" * bool(self.base))
+
+
+def _burst_head(
+    title: str,
+    op: dict[str, Any],
+    runs: list[tuple[str, dict[str, Any]]],
+    base: dict[str, Any] | None,
+) -> list[str]:
     head = "| metric | " + " | ".join(name for name, _ in runs) + " | operator/ceiling |"
     if base:
         head += " before/ceiling |"
-    lines = [
+    return [
         f"### {title}",
         "",
         f"{op['jobs']} job(s), {op['pods']} pods and {op['pods']} Services."
@@ -76,57 +123,42 @@ def burst_table(title: str, res: dict[str, Any]) -> list[str]:
         "|---|" + "---:|" * (len(runs) + 1 + bool(base)),
     ]
 
-    def cells(values: list[Any], ratio: bool) -> str:
-        text = " | ".join(fmt(v) for v in values)
-        if ratio:
-            text += " | " + time_ratio(values[0], values[1])
-            if base:
-                text += " | " + time_ratio(values[2], values[1])
-        else:
-            text += " |" + " |" * bool(base)
-        return text
 
-    def row(name: str, key: str, ratio: bool = True) -> None:
-        lines.append(f"| {name} | {cells([r.get(key) for _, r in runs], ratio)} |")
-
-    def op_row(name: str, key: str) -> None:
-        values = [r.get("operator", {}).get(key) if r is not ce else None for _, r in runs]
-        lines.append(f"| {name} | {cells(values, False)} |")
-
-    def text_row(name: str, key: str) -> None:
-        texts = [verbs(r.get(key) or {}) for _, r in runs]
-        lines.append(f"| {name} | " + " | ".join(texts) + " | |" + " |" * bool(base))
-
-    row("all pods created, per job p50", "job_created_p50_s")
-    row("all pods created, per job p99", "job_created_p99_s")
-    row("all pods created, total", "total_created_s")
-    row("all Services created, total", "total_services_s")
-    speeds = [r.get("pods_per_second") for _, r in runs]
-    extra = f" | {fmt(div(speeds[2], speeds[1]))}" if base else ""
-    lines.append(
+def _burst_rows(t: _Columns) -> None:
+    t.row("all pods created, per job p50", "job_created_p50_s")
+    t.row("all pods created, per job p99", "job_created_p99_s")
+    t.row("all pods created, total", "total_created_s")
+    t.row("all Services created, total", "total_services_s")
+    speeds = [r.get("pods_per_second") for _, r in t.runs]
+    extra = f" | {fmt(div(speeds[2], speeds[1]))}" if t.base else ""
+    t.lines.append(
         f"| pods created per second | {' | '.join(fmt(v) for v in speeds)}"
         f" | {fmt(div(speeds[0], speeds[1]))}{extra} |"
     )
-    row("job Running, per job p50 ¹", "job_running_p50_s")
-    row("job Running, per job p99 ¹", "job_running_p99_s")
-    row("job Running, total ¹", "total_running_s")
-    row("every pod Running (kwok), total", "total_pods_running_s")
-    row("submission of all jobs", "submit_seconds", ratio=False)
-    op_row("operator CPU seconds", "cpu_seconds")
-    op_row("operator reconcile passes", "reconciles")
-    op_row("operator peak RSS (MiB)", "peak_rss_mb")
-    lines.append(
+    t.row("job Running, per job p50 ¹", "job_running_p50_s")
+    t.row("job Running, per job p99 ¹", "job_running_p99_s")
+    t.row("job Running, total ¹", "total_running_s")
+    t.row("every pod Running (kwok), total", "total_pods_running_s")
+    t.row("submission of all jobs", "submit_seconds", ratio=False)
+    t.op_row("operator CPU seconds", "cpu_seconds")
+    t.op_row("operator reconcile passes", "reconciles")
+    t.op_row("operator peak RSS (MiB)", "peak_rss_mb")
+    t.lines.append(
         "| operator's requests | "
         + " | ".join(
-            verbs(r.get("operator", {}).get("requests", {})) if r is not ce else "-"
-            for _, r in runs
+            verbs(r.get("operator", {}).get("requests", {})) if r is not t.ceiling else "-"
+            for _, r in t.runs
         )
         + " | |"
-        + " |" * bool(base)
+        + " |" * bool(t.base)
     )
-    text_row("apiserver requests by verb", "apiserver_requests_by_verb")
-    text_row("control-plane CPU seconds", "control_plane_cpu_seconds")
-    row("other processes' CPU seconds ²", "other_cpu_seconds", ratio=False)
+    t.text_row("apiserver requests by verb", "apiserver_requests_by_verb")
+    t.text_row("control-plane CPU seconds", "control_plane_cpu_seconds")
+    t.row("other processes' CPU seconds ²", "other_cpu_seconds", ratio=False)
+
+
+def _burst_notes(res: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
     repeats = res.get("repeats")
     if repeats:
         lines += [
