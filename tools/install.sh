@@ -280,9 +280,9 @@ build_kueue() {
   chmod -R u+w,a+rX "$out/kueue-manifests"
 }
 # Kubeflow training-operator, the peer `make bench` runs the same bursts with
-# (bench/peer.py), and from the same module what running it needs: its CRDs,
-# its RBAC and its webhook configuration. Not in ALL: `make tools-bench`
-# (which `make bench` runs) builds it. Its version list on the module proxy
+# (bench/common/training_operator.py), and from the same module what running
+# it needs: its CRDs, its RBAC and its webhook configuration. Not in ALL:
+# `make tools-bench` (which `make bench` runs) builds it. Its version list on the module proxy
 # stops at v1.8.1, but the proxy serves v1.9.3 when asked by name. The patch
 # adds --webhook-server-host (its webhook server binds every interface), so
 # that it can listen on 127.0.0.1 only; the cache key carries its hash.
