@@ -217,7 +217,7 @@ class Kueue:
         return removed
 
     def kill(self) -> None:
-        """SIGKILL, as a node or the OOM killer ends a manager (bench/chaos_kueue.py).
+        """SIGKILL, as a node or the OOM killer ends a manager (bench/chaos/scenarios/kueue.py).
         Unlike stop(), it leaves the webhooks registered with nobody behind
         them, as a crashed Kueue's are (its Service without an endpoint), so
         that every call they catch fails until the next start(). To restart:
