@@ -13,18 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from ..support.codeshape import circles, long_functions, long_modules, modules
+
 PACKAGE = Path(__file__).resolve().parents[3] / "dev" / "dlk8s_dev"
-MAX_MODULE_LINES = 500
-MAX_FUNCTION_LINES = 60
-
-
-def module_names(package: Path) -> dict[str, Path]:
-    """Every module of ``package`` by dotted name (a package by its own name)."""
-    names = {}
-    for path in sorted(package.rglob("*.py")):
-        parts = path.relative_to(package.parent).with_suffix("").parts
-        names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    return names
 
 
 def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
@@ -60,66 +51,20 @@ def _within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
-def circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found = []
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in sorted(graph.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
-    return found
+MODULES = modules(PACKAGE)
 
 
-MODULES = module_names(PACKAGE)
-
-
-def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
-    return {name: imports_of(name, path, set(modules)) for name, path in modules.items()}
+def import_graph(known: dict[str, Path]) -> dict[str, set[str]]:
+    return {name: imports_of(name, path, set(known)) for name, path in known.items()}
 
 
 def test_no_import_circle() -> None:
     assert circles(import_graph(MODULES)) == []
 
 
-def lines_of(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
-    return (node.end_lineno or node.lineno) - node.lineno + 1
-
-
-@pytest.mark.parametrize("name", sorted(MODULES))
-def test_module_and_its_functions_are_small(name: str) -> None:
-    text = MODULES[name].read_text()
-    assert len(text.splitlines()) <= MAX_MODULE_LINES
-    functions = [
-        node
-        for node in ast.walk(ast.parse(text))
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-    ]
-    long = [
-        f"{f.name} ({lines_of(f)} lines)" for f in functions if lines_of(f) > MAX_FUNCTION_LINES
-    ]
-    assert long == []
+def test_no_module_over_500_lines_and_no_function_over_60() -> None:
+    assert long_modules(PACKAGE) == []
+    assert long_functions(PACKAGE) == []
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -135,13 +80,13 @@ def test_the_checker_finds_a_circle_through_an_import_in_a_function(tmp_path: Pa
     (package / "sub" / "part.py").write_text("thing = 1\n")
     (package / "a.py").write_text("def f():\n    from .sub import part\n")
     (package / "b.py").write_text("from . import a\n")
-    graph = import_graph(module_names(package))
+    graph = import_graph(modules(package))
     assert graph["pkg.a"] == {"pkg.sub", "pkg.sub.part"}
     assert graph["pkg.sub"] == {"pkg.sub.part"}  # its own package is no import
     assert circles(graph) == []
     (package / "sub" / "part.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..b import x\n"
     )
-    assert circles(import_graph(module_names(package))) == [
+    assert circles(import_graph(modules(package))) == [
         ["pkg.a", "pkg.b", "pkg.sub", "pkg.sub.part"]
     ]
