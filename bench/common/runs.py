@@ -60,6 +60,7 @@ from bench.common.pyspy import start_py_spy, stop_py_spy, thread_groups
 from bench.common.servercosts import (
     Metrics,
     Profile,
+    cost_figures,
     endpoints_made,
     median_costs,
     status_changes,
@@ -399,6 +400,7 @@ def compare(
             name: [
                 {k: run.get(k) for k in keys}
                 | {"operator_cpu_seconds": run.get("operator", {}).get("cpu_seconds")}
+                | {"apiserver_cpu_seconds": cost_figures(run).get("cpu|kube-apiserver")}
                 for run in rs
             ]
             for name, rs in runs.items()
