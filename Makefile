@@ -72,7 +72,8 @@ node-debs: ## the real node's Debian packages (containerd, runc, buildah, ...), 
 # wherever there is room. The suite is bound by the machine's CPU: on one
 # 2-core machine, warm, -n 2 took 1,583 s (one process ran two groups one
 # after the other), -n 3 1,110 to 1,212 s, -n 4 1,164 to 1,338 s, -n 5
-# 1,243 s with 12 % more CPU (more clusters alive at once). Its tests judge
+# 1,243 s with 12 % more CPU (more clusters alive at once); -n 4 with the
+# folders balanced on their JUnit times, 693 and 742 s. Its tests judge
 # what they mean, not the wall clock, so that the load does not fail them.
 PYTEST_GROUPS := -n 4 --dist loadgroup
 
