@@ -8,12 +8,13 @@ BENCH_ARGS ?=
 bench: tools tools-bench ## benchmark the operator against a bare parallel creator and training-operator (bench/results/)
 	$(PYTHON) -m bench.burst $(BENCH_ARGS)
 
-# Kubeflow training-operator, the peer `make bench` runs the same bursts with
-# (bench/common/training_operator.py): a build of minutes that `make tools`,
-# and so CI's `make test`, leaves out. Cached per user like the other tools.
+# Kubeflow training-operator, and Kubeflow Trainer v2 with JobSet, the peers
+# `make bench` runs the same bursts with (bench/common/training_operator.py,
+# bench/common/trainer.py): builds of minutes that `make tools`, and so CI's
+# `make test`, leaves out. Cached per user like the other tools.
 .PHONY: tools-bench
-tools-bench: tools ## build what only `make bench` needs: training-operator (cached per user)
-	tools/install.sh training-operator
+tools-bench: tools ## build what only `make bench` needs: training-operator, Trainer v2 and JobSet (cached per user)
+	tools/install.sh training-operator jobset trainer
 
 # `make bench-scale`: the shapes users live with (bench/scale/): jobs
 # arriving steadily, a burst on an empty cluster and among thousands of
