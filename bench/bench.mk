@@ -31,11 +31,12 @@ bench-scale: tools ## the operator at scale: history, restart, memory, status la
 # `make bench-kueue`: TFJobs through a Kueue ClusterQueue that admits a
 # quarter of them at once, and the same jobs without a queue, in one run
 # (bench/kueue/): per job, from its Workload's admission (without Kueue:
-# from the job's creation) to its last pod created. Writes
+# from the job's creation) to its last pod created; and the same jobs as
+# Kubeflow Trainer v2 TrainJobs through Kueue (`make tools-bench`). Writes
 # bench/results/kueue.{json,md}. KUEUE_BENCH_ARGS passes options, e.g.
 # `make bench-kueue KUEUE_BENCH_ARGS="--jobs 40 --quota-jobs 10 --out /tmp/kueue"`.
 KUEUE_BENCH_ARGS ?=
 
 .PHONY: bench-kueue
-bench-kueue: tools ## queued TFJobs: from Kueue's admission to their pods, beside the same jobs unqueued (bench/results/)
+bench-kueue: tools tools-bench ## queued TFJobs: from Kueue's admission to their pods, beside the same jobs unqueued (bench/results/)
 	$(PYTHON) -m bench.kueue $(KUEUE_BENCH_ARGS)

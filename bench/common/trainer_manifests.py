@@ -13,8 +13,9 @@ pod a stable DNS name, ``<job>-<role>-0-<index>.<job>``, through one
 headless Service per JobSet (``network.enableDNSHostnames``, its default),
 where training-operator makes one per pod. No ``mlPolicy`` (Trainer's
 plain runtime): no framework's environment, as the TFJob's pods here need
-none (kwok runs them). The pods are made by kube-controller-manager's Job
-controller from the Jobs JobSet creates.
+none (kwok runs them). As the TFJob's MASTER, the ``master`` Job decides:
+the JobSet succeeds when it does (its ``successPolicy``). The pods are made
+by kube-controller-manager's Job controller from the Jobs JobSet creates.
 """
 
 from __future__ import annotations
@@ -236,8 +237,15 @@ def cluster_training_runtime(tfjob: dict[str, Any]) -> dict[str, Any]:
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "ClusterTrainingRuntime",
         "metadata": {"name": RUNTIME},
-        "spec": {"template": {"spec": {"replicatedJobs": replicated}}},
+        "spec": {"template": {"spec": {"replicatedJobs": replicated, **_success_policy(roles)}}},
     }
+
+
+def _success_policy(roles: dict[str, Any]) -> dict[str, Any]:
+    """The TFJob's: its MASTER decides (JobSet's default waits for every Job)."""
+    if "MASTER" not in roles:
+        return {}
+    return {"successPolicy": {"operator": "Any", "targetReplicatedJobs": ["master"]}}
 
 
 def trainjob(job: dict[str, Any], runtime: str = RUNTIME) -> dict[str, Any]:

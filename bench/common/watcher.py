@@ -241,7 +241,12 @@ def _record(
     entry = seen.get(name)
     if entry is None:
         labels = meta.get("labels") or {}
-        entry = seen[name] = {"added": now, "job": labels.get(jobs.job_label)}
+        job = labels.get(jobs.job_label)
+        if job is None and kind == "workloads":
+            # Kueue's own Workloads (a TrainJob's) name their job as owner.
+            owners = meta.get("ownerReferences") or [{}]
+            job = owners[0].get("name")
+        entry = seen[name] = {"added": now, "job": job}
         if kind == "pods":
             entry["role"] = labels.get(jobs.role_label)
             # Its creation's place in etcd's order, to compare with a Workload's admission.

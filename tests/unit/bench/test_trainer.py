@@ -4,6 +4,8 @@ cluster and the managers' config files get, as pure data."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+from multiprocessing import Value
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,8 @@ import yaml
 from bench.common import trainer_manifests as m
 from bench.common.harness import tfjob
 from bench.common.peers import PEERS, peers_of
-from bench.common.watcher import status_of_trainjob
+from bench.common.watcher import Progress, _record, status_of_trainjob, trainjob_kind
+from bench.kueue import report as kueue_report
 from bench.reports.training_operator import trainer_table
 
 PORTS = {
@@ -252,3 +255,50 @@ def test_the_report_names_trainer_and_its_settings() -> None:
     assert lines[0] == "### dlk8s beside Kubeflow Trainer v2.3.0 with JobSet v0.12.0"
     assert "tuned: JobSet 1000 QPS (burst 1500), 8 reconcile(s)" in lines[2]
     assert trainer_table({"ceiling": run, "operator": run}) == []
+
+
+def test_the_master_decides_the_jobset_as_it_decides_the_tfjob() -> None:
+    spec = m.cluster_training_runtime(tfjob("j", 2, 1))["spec"]["template"]["spec"]
+    assert spec["successPolicy"] == {"operator": "Any", "targetReplicatedJobs": ["master"]}
+    no_master = tfjob("j", 2, 1, master=0)
+    no_master["spec"]["replicaSpecs"] = no_master["spec"]["replicaSpecs"][1:]
+    assert "successPolicy" not in m.cluster_training_runtime(no_master)["spec"]["template"]["spec"]
+
+
+def test_kueues_own_workloads_are_counted_for_the_job_that_owns_them() -> None:
+    progress = Progress(*(Value("i", 0) for _ in fields(Progress)))
+    seen: dict[str, Any] = {}
+    workload = {
+        "metadata": {
+            "name": "trainjob-tf-0001-1a2b3",
+            "resourceVersion": "7",
+            "ownerReferences": [{"kind": "TrainJob", "name": "tf-0001"}],
+        },
+        "status": {"conditions": [{"type": "Admitted", "status": "True"}]},
+    }
+    _record("workloads", "ADDED", workload, 1.0, seen, progress, trainjob_kind(2))
+    assert seen["trainjob-tf-0001-1a2b3"]["job"] == "tf-0001"
+    assert progress.workloads_admitted.value == 1
+    labelled = {"metadata": {"name": "w", "labels": {"dlk8s.io/job-name": "mine"}}}
+    _record("workloads", "ADDED", labelled, 1.0, seen, progress)
+    assert seen["w"]["job"] == "mine"
+
+
+def test_the_kueue_report_shows_the_trainer_modes_from_their_admission() -> None:
+    run = {
+        "pods_created_p50_s": 1.0,
+        "pods_created_p99_s": 2.0,
+        "first_started": {"p50_s": 1.0, "p99_s": 2.0},
+        "started_later": {"p50_s": 1.0, "p99_s": 2.0},
+        "jobs_measured": 4,
+        "drain_seconds": 9.0,
+        "operator": {"cpu_seconds": 3.0},
+        "control_plane_cpu_seconds": {},
+        "checks": {"pods_before_admission": 0},
+    }
+    meta = {k: 1 for k in ("jobs", "job_workers", "gpus_per_pod", "quota_jobs", "run_for")}
+    meta |= {"date": "d", "git": "g", "cpus": 2, "cpu_model": "c", "nodes": "n", "kueue": "v"}
+    text = kueue_report.markdown({"meta": meta, "runs": {"kueue": run, "trainer-tuned": run}})
+    assert "| | with Kueue | Trainer tuned, with Kueue |" in text
+    assert "| from | Workload Admitted | Workload Admitted |" in text
+    assert "- Checks (trainer-tuned): pods_before_admission 0" in text
