@@ -83,7 +83,7 @@ def install(cluster: LocalCluster, tfjob: dict[str, Any]) -> None:
     )  # fmt: skip
     cluster.wait_established(
         "crd/jobsets.jobset.x-k8s.io",
-        *(f"crd/{p.stem.split('_', 1)[1]}" for p in (trainer / "crds").glob("trainer.*.yaml")),
+        *(f"crd/{_crd_name(p)}" for p in (trainer / "crds").glob("trainer.*.yaml")),
     )
     items: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
@@ -94,6 +94,12 @@ def install(cluster: LocalCluster, tfjob: dict[str, Any]) -> None:
     cluster.kubectl(
         "apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
     )
+
+
+def _crd_name(path: Path) -> str:
+    """trainer.kubeflow.org_trainjobs.yaml: trainjobs.trainer.kubeflow.org."""
+    group, _, plural = path.stem.partition("_")
+    return f"{plural}.{group}"
 
 
 def make_certificates(pki: Path) -> tuple[Path, str]:
