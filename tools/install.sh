@@ -328,11 +328,17 @@ build_jobset() {
 # Kubeflow Trainer v2's controller manager (TrainJobs on JobSet), and from
 # the same module its CRDs, RBAC, webhook configurations, stock config and
 # ClusterTrainingRuntimes (bench/common/trainer.py). Its config file sets
-# the webhook server's host and turns its own certificate management off,
-# so it needs no patch; its go.mod has no replace directives.
+# the webhook server's host and turns its own certificate management off.
+# Its TrainJob controller watches TrainJobs through a raw source, so the
+# config's groupKindConcurrency never reaches it (one reconcile at a time,
+# whatever the config says); the patch adds --concurrent-reconciles, for the
+# tuned settings. The cache key carries the patch's hash.
+TRAINER_PATCH="$ROOT/tools/patches/trainer-concurrent-reconciles.patch"
+TRAINER_BUILD="$TRAINER_VERSION-$(sha256sum "$TRAINER_PATCH" | cut -c1-8)"
 build_trainer() {
   local out="$1" module=github.com/kubeflow/trainer/v2 dir
-  build_in_module "$out" "$module" "$TRAINER_VERSION" cmd/trainer-controller-manager
+  build_in_module "$out" "$module" "$TRAINER_VERSION" cmd/trainer-controller-manager \
+    "$TRAINER_PATCH"
   dir="$(module_dir "$module" "$TRAINER_VERSION")"
   mkdir -p "$out/trainer-manifests"
   cp -r "$dir"/manifests/base/{crds,rbac,webhook,manager,runtimes} "$out/trainer-manifests/"
@@ -390,7 +396,7 @@ install_tool() {
     kueue) cached kueue "$KUEUE_VERSION" build_kueue ;;
     training-operator) cached training-operator "$TRAINING_OPERATOR_BUILD" build_training_operator ;;
     jobset) cached jobset "$JOBSET_BUILD" build_jobset ;;
-    trainer) cached trainer "$TRAINER_VERSION" build_trainer ;;
+    trainer) cached trainer "$TRAINER_BUILD" build_trainer ;;
     kubectl-helm4) cached kubectl-layer-v34 "$KUBECTL_LAYER_V34_VERSION" build_layer_v34 ;;
     helm3) cached kubectl-layer-v32 "$KUBECTL_LAYER_V32_VERSION" build_layer_v32 ;;
     *) log "unknown tool: $1"; return 2 ;;

@@ -97,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     results: dict[str, Any] = {}
-    with open_context(args) as (ctx, meta):
+    peers = peers_of(args.peers if "burst" in scenarios else [])
+    kcm = sorted({c for peer in peers for c in peer.kcm_controllers()})
+    with open_context(args, kcm_controllers=kcm) as (ctx, meta):
         results["meta"] = meta
         if "burst" in scenarios:
             jobs = [tfjob(f"burst-{i:04d}", 2, 1) for i in range(args.jobs)]

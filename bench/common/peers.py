@@ -81,6 +81,12 @@ class Peer:
         else:
             training_operator.install(cluster)
 
+    def kcm_controllers(self) -> tuple[str, ...]:
+        """kube-controller-manager's controllers it needs beyond the local
+        cluster's: Trainer's JobSets run batch Jobs, whose pods the job
+        controller makes (the cluster runs none otherwise)."""
+        return ("job-controller",) if self.family == "trainer" else ()
+
     def tuned(self) -> Peer:
         """The same peer with its tuned settings (its warm-up's)."""
         family = trainer_manifests if self.family == "trainer" else training_operator

@@ -12,7 +12,8 @@ whose token its kubeconfig carries; their webhooks registered as shipped,
 ``failurePolicy: Fail`` (JobSet's pod webhooks with its objectSelector);
 their default logging. The settings (trainer_manifests.SETTINGS): stock,
 their defaults; tuned, 1000 QPS (burst 1500) and 8 concurrent reconciles for
-both. A fresh pair of processes for every measured run, so that their CPU
+both (a flag each, tools/patches/: neither config reaches the controllers'
+concurrency). A fresh pair of processes for every measured run, so that their CPU
 seconds and peak RSS (/proc) belong to that run; the peer's controller CPU
 is the two summed.
 
@@ -159,7 +160,9 @@ class Trainer:
                 url = f"http://127.0.0.1:{self.ports[who + '-health']}/readyz"
                 self._wait(functools.partial(http_ok, url), f"{who}'s /readyz")
             self._wait(lambda: self._workers_started(JOBSET, "JobSet"), "JobSet's workers")
-            self._wait(lambda: self._workers_started(TRAINER, "TrainJob"), "TrainJob's workers")
+            self._wait(
+                lambda: self._workers_started(TRAINER, "trainjob_controller"), "TrainJob's workers"
+            )
             self._wait(self._runtime_applied, "the runtime, through Trainer's webhook")
             self._wait(self._jobs_admitted, "a TrainJob and a JobSet, through their webhooks")
         except BaseException:
@@ -276,6 +279,7 @@ class Trainer:
             str(self.cluster.tools_bin / TRAINER),
             f"--kubeconfig={kubeconfig}",
             f"--config={config}",
+            *m.trainer_flags(self.settings),
         ]
 
     def _spawn(self, binary: str, argv: list[str]) -> None:
@@ -290,9 +294,10 @@ class Trainer:
                 cwd=self.dir, start_new_session=True, preexec_fn=die_with_parent(),
             )  # fmt: skip
 
-    def _workers_started(self, binary: str, kind: str) -> bool:
+    def _workers_started(self, binary: str, name: str) -> bool:
+        """Its log says the controller `name` (or of kind `name`) started its workers."""
         return any(
-            "Starting workers" in line and f'"{kind}"' in line
+            "Starting workers" in line and f'"{name}"' in line
             for line in self.log_path(binary).read_text(errors="replace").splitlines()
         )
 

@@ -63,8 +63,9 @@ class Settings:
 SETTINGS = {
     # Their defaults: JobSet's built-in 500 QPS (burst 500) and
     # controller-runtime's one reconcile at a time; Trainer's install's
-    # config (manifests/base/manager): 50 QPS (burst 100), 5 TrainJob reconciles.
-    "stock": Settings("stock", 500, 500, 1, 50, 100, 5),
+    # config (manifests/base/manager): 50 QPS (burst 100), and 5 TrainJob
+    # reconciles that v2.3.0 never applies (trainer_config): one at a time.
+    "stock": Settings("stock", 500, 500, 1, 50, 100, 1),
     # As training-operator's tuned: 1000 QPS (burst 1500), 8 reconciles.
     "tuned": Settings("tuned", 1000, 1500, 8, 1000, 1500, 8),
 }
@@ -98,11 +99,21 @@ def jobset_flags(s: Settings) -> list[str]:
     return [f"--concurrent-reconciles={s.jobset_workers}"] if s.jobset_workers != 1 else []
 
 
+def trainer_flags(s: Settings) -> list[str]:
+    """--concurrent-reconciles (tools/patches/trainer-concurrent-reconciles.patch)
+    only where it is not controller-runtime's default."""
+    return [f"--concurrent-reconciles={s.trainer_workers}"] if s.trainer_workers != 1 else []
+
+
 def trainer_config(s: Settings, ports: dict[str, int]) -> dict[str, Any]:
     """Trainer's Configuration as its install ships it, but for: the webhook
     server on 127.0.0.1 (its certificates the harness's, its own
     management off), plain metrics and probes on 127.0.0.1, no leader
-    election (one process), and the settings' limits and TrainJob reconciles."""
+    election (one process), and the settings' limits. Its
+    groupKindConcurrency stays the install's: v2.3.0's TrainJob controller
+    watches TrainJobs through a raw source, for which controller-runtime
+    never reads it (the controller logs "worker count": 1); trainer_flags
+    sets the reconciles instead."""
     return {
         "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
         "kind": "Configuration",
@@ -116,7 +127,7 @@ def trainer_config(s: Settings, ports: dict[str, int]) -> dict[str, Any]:
         "leaderElection": {"leaderElect": False},
         "controller": {
             "groupKindConcurrency": {
-                TRAINJOB_KIND: s.trainer_workers,
+                TRAINJOB_KIND: 5,
                 "TrainingRuntime.trainer.kubeflow.org": 1,
                 "ClusterTrainingRuntime.trainer.kubeflow.org": 1,
             }

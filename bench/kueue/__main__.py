@@ -40,6 +40,7 @@ from typing import Any
 from bench.common.context import add_common_args, open_context
 from bench.common.devtools import interrupt_on_termination, pinned_versions
 from bench.common.paths import RESULTS
+from bench.common.peers import PEERS
 from bench.kueue.modes import MODES, run_mode
 from bench.kueue.report import markdown
 from bench.kueue.trainer import FRAMEWORK, TRAINER_MODES, run_trainer_mode
@@ -75,8 +76,13 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {"runs": {}}
     # Kueue's TrainJob integration only where a mode needs it: one more controller.
     frameworks = [FRAMEWORK] if set(modes) & set(TRAINER_MODES) else []
+    kcm = sorted({c for m in modes if m in TRAINER_MODES for c in PEERS[m].kcm_controllers()})
     opened = open_context(
-        args, kueue=True, gpus_per_node=args.gpus_per_node, kueue_frameworks=frameworks
+        args,
+        kueue=True,
+        gpus_per_node=args.gpus_per_node,
+        kueue_frameworks=frameworks,
+        kcm_controllers=kcm,
     )
     with opened as (ctx, meta):
         keys = ("jobs", "job_workers", "gpus_per_pod", "quota_jobs", "run_for")

@@ -18,6 +18,7 @@ from bench.common.peers import PEERS, peers_of
 from bench.common.watcher import Progress, _record, status_of_trainjob, trainjob_kind
 from bench.kueue import report as kueue_report
 from bench.reports.training_operator import trainer_table
+from dlk8s_dev.localcluster.controlplane import CONTROLLERS, controller_manager_argv
 
 PORTS = {
     f"{who}-{what}": port
@@ -67,7 +68,9 @@ def test_stock_is_their_defaults_and_tuned_as_training_operators_tuned() -> None
     assert m.jobset_flags(stock) == []
     trainer = m.trainer_config(stock, PORTS)
     assert trainer["clientConnection"] == {"qps": 50, "burst": 100}  # its install's config
+    # The install's config says 5; v2.3.0 runs one (trainer_config), and no flag changes that.
     assert trainer["controller"]["groupKindConcurrency"][m.TRAINJOB_KIND] == 5
+    assert m.trainer_flags(stock) == []
     assert m.jobset_config(tuned, PORTS, Path("/c"))["clientConnection"] == {
         "qps": 1000,
         "burst": 1500,
@@ -75,7 +78,7 @@ def test_stock_is_their_defaults_and_tuned_as_training_operators_tuned() -> None
     assert m.jobset_flags(tuned) == ["--concurrent-reconciles=8"]
     tuned_trainer = m.trainer_config(tuned, PORTS)
     assert tuned_trainer["clientConnection"] == {"qps": 1000, "burst": 1500}
-    assert tuned_trainer["controller"]["groupKindConcurrency"][m.TRAINJOB_KIND] == 8
+    assert m.trainer_flags(tuned) == ["--concurrent-reconciles=8"]
 
 
 def test_their_servers_listen_on_127_0_0_1_with_the_harness_certificates() -> None:
@@ -302,3 +305,15 @@ def test_the_kueue_report_shows_the_trainer_modes_from_their_admission() -> None
     assert "| | with Kueue | Trainer tuned, with Kueue |" in text
     assert "| from | Workload Admitted | Workload Admitted |" in text
     assert "- Checks (trainer-tuned): pods_before_admission 0" in text
+
+
+def test_trainer_asks_kube_controller_manager_for_the_job_controller() -> None:
+    assert PEERS["trainer-stock"].kcm_controllers() == ("job-controller",)
+    assert PEERS["stock"].kcm_controllers() == ()
+    argv = controller_manager_argv(
+        "kcm", Path("/w"), Path("/k"), 1, Path("/ca"), 10, extra_controllers=("job-controller",)
+    )
+    controllers = next(a for a in argv if a.startswith("--controllers=")).split("=")[1].split(",")
+    assert controllers == [*CONTROLLERS, "job-controller"]
+    plain = controller_manager_argv("kcm", Path("/w"), Path("/k"), 1, Path("/ca"), 10)
+    assert "job-controller" not in next(a for a in plain if a.startswith("--controllers="))
