@@ -5,7 +5,8 @@ behind its make target (bench/README.md says which is which):
 
 - ``bench.common``: what the suites share: the local cluster and one measured
   run (``harness``, ``context``, ``runs``), the ceiling (a bare creator of what
-  the operator makes), training-operator (the peer), the instruments
+  the operator makes), the peers (``peers``: training-operator, and Trainer
+  v2 with JobSet), the instruments
   (``api``, ``measure``, ``watcher``, ``servercosts``, ``pyspy``) and the two
   doors out of bench: ``operator`` (the only module that imports ``dlk8s``)
   and ``devtools`` (the only one that imports ``dlk8s_dev``).

@@ -8,12 +8,13 @@ BENCH_ARGS ?=
 bench: tools tools-bench ## benchmark the operator against a bare parallel creator and training-operator (bench/results/)
 	$(PYTHON) -m bench.burst $(BENCH_ARGS)
 
-# Kubeflow training-operator, the peer `make bench` runs the same bursts with
-# (bench/common/training_operator.py): a build of minutes that `make tools`,
-# and so CI's `make test`, leaves out. Cached per user like the other tools.
+# Kubeflow training-operator, and Kubeflow Trainer v2 with JobSet, the peers
+# `make bench` runs the same bursts with (bench/common/training_operator.py,
+# bench/common/trainer.py): builds of minutes that `make tools`, and so CI's
+# `make test`, leaves out. Cached per user like the other tools.
 .PHONY: tools-bench
-tools-bench: tools ## build what only `make bench` needs: training-operator (cached per user)
-	tools/install.sh training-operator
+tools-bench: tools ## build what only `make bench` needs: training-operator, Trainer v2 and JobSet (cached per user)
+	tools/install.sh training-operator jobset trainer
 
 # `make bench-scale`: the shapes users live with (bench/scale/): jobs
 # arriving steadily, a burst on an empty cluster and among thousands of
@@ -30,11 +31,12 @@ bench-scale: tools ## the operator at scale: history, restart, memory, status la
 # `make bench-kueue`: TFJobs through a Kueue ClusterQueue that admits a
 # quarter of them at once, and the same jobs without a queue, in one run
 # (bench/kueue/): per job, from its Workload's admission (without Kueue:
-# from the job's creation) to its last pod created. Writes
+# from the job's creation) to its last pod created; and the same jobs as
+# Kubeflow Trainer v2 TrainJobs through Kueue (`make tools-bench`). Writes
 # bench/results/kueue.{json,md}. KUEUE_BENCH_ARGS passes options, e.g.
 # `make bench-kueue KUEUE_BENCH_ARGS="--jobs 40 --quota-jobs 10 --out /tmp/kueue"`.
 KUEUE_BENCH_ARGS ?=
 
 .PHONY: bench-kueue
-bench-kueue: tools ## queued TFJobs: from Kueue's admission to their pods, beside the same jobs unqueued (bench/results/)
+bench-kueue: tools tools-bench ## queued TFJobs: from Kueue's admission to their pods, beside the same jobs unqueued (bench/results/)
 	$(PYTHON) -m bench.kueue $(KUEUE_BENCH_ARGS)

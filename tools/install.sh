@@ -298,6 +298,52 @@ build_training_operator() {
   cp -r "$dir"/manifests/base/{crds,rbac,webhook} "$out/training-operator-manifests/"
   chmod -R u+w,a+rX "$out/training-operator-manifests"
 }
+# module_dir MODULE VERSION: where the module cache holds MODULE's source.
+module_dir() {
+  go mod download -json "$1@$2" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'
+}
+# JobSet, which Kubeflow Trainer v2 runs each TrainJob as, and from the same
+# module its CRDs, RBAC, webhook configurations and stock config
+# (bench/common/trainer.py). Its main package is the module's root. Its
+# config file already sets the webhook server's host, port and certificate
+# folder; the patch adds --concurrent-reconciles (controller-runtime's
+# MaxConcurrentReconciles, 1 by default, which the config cannot set), for
+# the tuned settings. The cache key carries the patch's hash.
+JOBSET_PATCH="$ROOT/tools/patches/jobset-concurrent-reconciles.patch"
+JOBSET_BUILD="$JOBSET_VERSION-$(sha256sum "$JOBSET_PATCH" | cut -c1-8)"
+build_jobset() {
+  local out="$1" module=sigs.k8s.io/jobset dir src="$1/src"
+  dir="$(module_dir "$module" "$JOBSET_VERSION")"
+  cp -r "$dir" "$src"
+  chmod -R u+w "$src"
+  (cd "$src" && GIT_CEILING_DIRECTORIES="$out" git apply "$JOBSET_PATCH")
+  (cd "$src" && go build -trimpath \
+    -ldflags "-s -w -X $module/pkg/version.GitVersion=$JOBSET_VERSION" \
+    -o "$out/jobset-controller-manager" .)
+  rm -rf "$src"
+  mkdir -p "$out/jobset-manifests"
+  cp -r "$dir"/config/components/{crd,rbac,webhook,manager} "$out/jobset-manifests/"
+  chmod -R u+w,a+rX "$out/jobset-manifests"
+}
+# Kubeflow Trainer v2's controller manager (TrainJobs on JobSet), and from
+# the same module its CRDs, RBAC, webhook configurations, stock config and
+# ClusterTrainingRuntimes (bench/common/trainer.py). Its config file sets
+# the webhook server's host and turns its own certificate management off.
+# Its TrainJob controller watches TrainJobs through a raw source, so the
+# config's groupKindConcurrency never reaches it (one reconcile at a time,
+# whatever the config says); the patch adds --concurrent-reconciles, for the
+# tuned settings. The cache key carries the patch's hash.
+TRAINER_PATCH="$ROOT/tools/patches/trainer-concurrent-reconciles.patch"
+TRAINER_BUILD="$TRAINER_VERSION-$(sha256sum "$TRAINER_PATCH" | cut -c1-8)"
+build_trainer() {
+  local out="$1" module=github.com/kubeflow/trainer/v2 dir
+  build_in_module "$out" "$module" "$TRAINER_VERSION" cmd/trainer-controller-manager \
+    "$TRAINER_PATCH"
+  dir="$(module_dir "$module" "$TRAINER_VERSION")"
+  mkdir -p "$out/trainer-manifests"
+  cp -r "$dir"/manifests/base/{crds,rbac,webhook,manager,runtimes} "$out/trainer-manifests/"
+  chmod -R u+w,a+rX "$out/trainer-manifests"
+}
 build_helm_unittest() {
   build_in_module "$1" github.com/helm-unittest/helm-unittest "$2" cmd/helm-unittest
 }
@@ -349,6 +395,8 @@ install_tool() {
     actionlint) cached actionlint "$ACTIONLINT_VERSION" build_actionlint ;;
     kueue) cached kueue "$KUEUE_VERSION" build_kueue ;;
     training-operator) cached training-operator "$TRAINING_OPERATOR_BUILD" build_training_operator ;;
+    jobset) cached jobset "$JOBSET_BUILD" build_jobset ;;
+    trainer) cached trainer "$TRAINER_BUILD" build_trainer ;;
     kubectl-helm4) cached kubectl-layer-v34 "$KUBECTL_LAYER_V34_VERSION" build_layer_v34 ;;
     helm3) cached kubectl-layer-v32 "$KUBECTL_LAYER_V32_VERSION" build_layer_v32 ;;
     *) log "unknown tool: $1"; return 2 ;;

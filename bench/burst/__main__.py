@@ -12,7 +12,9 @@ restart, memory, sustained arrival) are bench.scale's (`make bench-scale`).
 
 1. burst: --jobs TFJobs x 4 replicas (MASTER, 2 WORKER, PS) submitted at once;
    then the same burst with Kubeflow's training-operator, stock and tuned
-   (--peers; bench/common/training_operator.py), as kubeflow.org TFJobs of the same shape
+   (--peers; bench/common/training_operator.py), as kubeflow.org TFJobs of the
+   same shape, and with Kubeflow Trainer v2 on JobSet, stock and tuned
+   (bench/common/trainer.py), as TrainJobs on a ClusterTrainingRuntime of that shape
 2. wide: one TFJob with a MASTER and --big-workers WORKERs
 3. rest: --finished finished and --running running jobs, a fresh operator
    started on them, then --rest-seconds of nothing happening (and as long
@@ -43,8 +45,8 @@ from bench.burst.rest import run_rest
 from bench.common.context import add_common_args, open_context
 from bench.common.devtools import interrupt_on_termination
 from bench.common.harness import tfjob
+from bench.common.peers import PEERS, peers_of
 from bench.common.runs import compare, run_burst
-from bench.common.training_operator import SETTINGS
 from bench.reports.burst import write_reports
 
 
@@ -73,16 +75,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--peers",
-        default="stock,tuned",
-        help="scenario 1: training-operator's settings to run it with (stock, tuned; '' for none)",
+        default=",".join(PEERS),
+        help="scenario 1: the peers to run it with: training-operator's settings (stock,"
+        " tuned), Trainer's (trainer-stock, trainer-tuned); '' for none",
     )
     add_common_args(p)
     # The compared runs' first seconds cover a burst of 200 jobs (bench/common/servercosts.py).
     p.set_defaults(apiserver_profile_seconds=15)
     args = p.parse_args(argv)
     args.peers = [name.strip() for name in args.peers.split(",") if name.strip()]
-    if set(args.peers) - set(SETTINGS):
-        p.error(f"--peers: one of {', '.join(SETTINGS)}, comma-separated")
+    try:
+        peers_of(args.peers)
+    except ValueError as e:
+        p.error(f"--peers: {e}, comma-separated")
     return args
 
 
@@ -92,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
     results: dict[str, Any] = {}
-    with open_context(args) as (ctx, meta):
+    peers = peers_of(args.peers if "burst" in scenarios else [])
+    kcm = sorted({c for peer in peers for c in peer.kcm_controllers()})
+    with open_context(args, kcm_controllers=kcm) as (ctx, meta):
         results["meta"] = meta
         if "burst" in scenarios:
             jobs = [tfjob(f"burst-{i:04d}", 2, 1) for i in range(args.jobs)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -97,11 +97,19 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def open_context(
-    args: argparse.Namespace, kueue: bool = False, gpus_per_node: int | None = None
+    args: argparse.Namespace,
+    kueue: bool = False,
+    gpus_per_node: int | None = None,
+    kueue_frameworks: Sequence[str] = (),
+    kcm_controllers: Sequence[str] = (),
 ) -> Iterator[tuple[Context, dict[str, Any]]]:
     """A local control plane with the chart installed, warmed up; the context of
     the runs and the results' "meta" (the machine, the date, the commit).
-    `kueue`: Kueue's manager beside it, and the chart's kueue.enabled=true."""
+    `kueue`: Kueue's manager beside it, and the chart's kueue.enabled=true;
+    `kueue_frameworks`: its integrations beyond batch/job (their CRDs may
+    come later: Kueue sets each up once its API is served);
+    `kcm_controllers`: kube-controller-manager's beyond the cluster's
+    (peers.Peer.kcm_controllers)."""
     raw = args.out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     gpus = {} if gpus_per_node is None else {"gpu": gpus_per_node}
@@ -110,6 +118,8 @@ def open_context(
         nodes=nodes,
         terminated_pod_gc_threshold=args.pod_gc_threshold,
         kueue=kueue,
+        extra_controllers=tuple(kcm_controllers),
+        kueue_options={"frameworks": ("batch/job", *kueue_frameworks)} if kueue_frameworks else {},
         profiling=args.apiserver_profile_seconds > 0,
     )
     cluster.start()

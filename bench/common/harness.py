@@ -3,9 +3,11 @@
 ``tfjob`` is the benchmarks' TFJob; ``submit_all`` sends jobs (all at once,
 or at a steady rate) from a pool of threads; ``start_operator`` starts a
 fresh operator process, and ``operator_requests``, ``operator_reconciles``
-and ``wait_quiet`` read it (or training-operator, training_operator.py)
-from its metrics. ``Context`` is what a run needs of the cluster
-(context.py makes it); one measured run of a burst is runs.py's.
+and ``wait_quiet`` read it (or training-operator, training_operator.py, or
+Trainer with JobSet, trainer.py) from its metrics; ``controller_cpu`` and
+``controller_peak_rss`` from /proc (Trainer's: its two processes summed).
+``Context`` is what a run needs of the cluster (context.py makes it); one
+measured run of a burst is runs.py's.
 """
 
 from __future__ import annotations
@@ -26,8 +28,12 @@ from typing import Any
 from bench.common.api import Api, Endpoint
 from bench.common.ceiling import EXIT_CODE, RUN_DURATION
 from bench.common.devtools import Install, LocalCluster, OperatorProcess
+from bench.common.measure import proc_cpu, proc_peak_rss
 from bench.common.operator import ControllerConfig
 from bench.common.servercosts import Metrics
+from bench.common.trainer import Trainer
+from bench.common.trainer_manifests import queue_depth_of as trainer_queue_depth
+from bench.common.trainer_manifests import reconciles_of as trainer_reconciles
 from bench.common.training_operator import (
     TrainingOperator,
     queue_depth_of,
@@ -145,9 +151,23 @@ _OP_REQUESTS = re.compile(
 )
 
 
-# The operator, or training-operator (whose metrics are controller-runtime's:
-# each reads the other's as nothing).
-Controller = OperatorProcess | TrainingOperator
+# The operator, training-operator or Trainer with JobSet (whose metrics are
+# controller-runtime's: each reads the others' as nothing).
+Controller = OperatorProcess | TrainingOperator | Trainer
+
+
+def _pids(op: Controller) -> list[int]:
+    return op.pids if isinstance(op, Trainer) else [op.pid]
+
+
+def controller_cpu(op: Controller) -> float:
+    """CPU seconds of its process (Trainer: of JobSet's and Trainer's, summed)."""
+    return sum(proc_cpu(pid) for pid in _pids(op))
+
+
+def controller_peak_rss(op: Controller) -> int:
+    """Peak RSS in bytes of its process (Trainer: both processes' peaks, summed)."""
+    return sum(proc_peak_rss(pid) for pid in _pids(op))
 
 
 def operator_requests(op: Controller) -> Counter[tuple[str, str]]:
@@ -163,11 +183,15 @@ def operator_reconciles(op: Controller) -> int:
     """Reconcile passes the operator has run (all kinds)."""
     text = op.metrics()
     found = re.findall(r"^dlk8s_reconcile_duration_seconds_count\{[^}]*\} ([0-9.e+]+)$", text, re.M)
+    if isinstance(op, Trainer):
+        return trainer_reconciles(text)
     return int(sum(float(v) for v in found)) + reconciles_of(text)
 
 
 def operator_queue_depth(op: Controller) -> float:
     text = op.metrics()
+    if isinstance(op, Trainer):
+        return trainer_queue_depth(text)
     found = re.search(r"^dlk8s_workqueue_depth ([0-9.e+]+)$", text, re.M)
     return (float(found.group(1)) if found else 0.0) + queue_depth_of(text)
 

@@ -1,11 +1,12 @@
 """One measured run of a burst, and the runs compared.
 
 ``run_burst`` submits jobs (all at once, or at a steady rate) to a fresh
-operator, to the ceiling or to Kubeflow's training-operator, and measures
-them; ``compare`` runs the ceiling and the operator back to back, and after
-them, if asked, the same jobs with training-operator (training_operator.py:
-its TFJobs of the same shape, measured the same way, its job Running from
-its Running condition). The burst and scale suites are built from these.
+operator, to the ceiling or to a peer (peers.py: Kubeflow's
+training-operator, or Kubeflow Trainer v2 with JobSet), and measures them;
+``compare`` runs the ceiling and the operator back to back, and after them,
+if asked, the same jobs with each peer (its jobs of the same shape,
+measured the same way, its job Running as it reports it). The burst and
+scale suites are built from these.
 
 The ceiling (ceiling.py): a bare creator of exactly the pods and Services
 the operator makes, and at a job's end the deletes its cleanPodPolicy asks
@@ -23,7 +24,7 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from bench.common.harness import (
     Context,
     Controller,
     Submission,
+    controller_cpu,
+    controller_peak_rss,
     create_namespace,
     delete_namespace,
     log,
@@ -41,7 +44,6 @@ from bench.common.harness import (
     requests_table,
     start_operator,
     submit_all,
-    tfjob,
     wait_for,
     wait_quiet,
 )
@@ -53,9 +55,9 @@ from bench.common.measure import (
     longrunning_watches,
     machine_busy,
     proc_cpu,
-    proc_peak_rss,
     thread_cpu,
 )
+from bench.common.peers import Peer, peers_of
 from bench.common.pyspy import start_py_spy, stop_py_spy, thread_groups
 from bench.common.servercosts import (
     Metrics,
@@ -65,33 +67,25 @@ from bench.common.servercosts import (
     median_costs,
     status_changes,
 )
-from bench.common.training_operator import (
-    SETTINGS,
-    TRAINING_OPERATOR_VERSION,
-    Settings,
-    TrainingOperator,
-    kubeflow_tfjob,
-)
-from bench.common.training_operator import install as install_peer
-from bench.common.watcher import DLK8S_TFJOBS, KUBEFLOW_TFJOBS, JobKind, Watcher
+from bench.common.watcher import DLK8S_TFJOBS, JobKind, Watcher
 
 
 @dataclass
 class Burst:
     """One run_burst under way: its namespace and jobs, the watcher that
-    times them, and what makes their children (the operator,
-    training-operator or the ceiling), with the operator's counts at the
-    window's start."""
+    times them, and what makes their children (the operator, a peer or
+    the ceiling), with the operator's counts at the window's start."""
 
     ctx: Context
     scenario: str
     label: str
     namespace: str
     jobs: list[dict[str, Any]]
-    pods: int  # every replica of these jobs has a pod and a Service
+    pods: int  # every replica of these jobs has a pod
+    services: int  # and a Service (Trainer's JobSets: one per job)
     kind: JobKind
     watcher: Watcher
-    peer: Settings | None
+    peer: Peer | None
     op: Controller | None = None
     ceiling: Ceiling | None = None
     then: Callable[[Submission], None] | None = None
@@ -100,6 +94,7 @@ class Burst:
     op_requests: Counter[tuple[str, str]] = field(default_factory=Counter)
     op_passes: int = 0
     op_cpu: float = 0.0
+    tfjob: dict[str, Any] = field(default_factory=dict)  # the first, as dlk8s's
 
     @property
     def timeout(self) -> float:
@@ -141,12 +136,12 @@ def run_burst(
     src: str = "",
     rate: float = 0.0,
     settle: bool = False,
-    peer: Settings | None = None,
+    peer: Peer | None = None,
     endpoints: bool = True,
 ) -> dict[str, Any]:
     """Submit `jobs` (at once, or `rate` a second); the operator or the ceiling
-    makes their children, or (mode "peer") training-operator with the `peer`
-    settings those of the same jobs as Kubeflow's TFJobs. `settle`: the
+    makes their children, or (mode "peer") the `peer` those of the same
+    jobs as its own (peers.py). `settle`: the
     operator first works off what it found at start-up (jobs of other
     namespaces), so that only the jobs submitted here are measured.
     `endpoints`: the run lasts until every Service's Endpoints holds its
@@ -176,32 +171,35 @@ def run_burst(
 
 
 def _begin(
-    ctx: Context, scenario: str, mode: str, jobs: list[dict[str, Any]], peer: Settings | None
+    ctx: Context, scenario: str, mode: str, jobs: list[dict[str, Any]], peer: Peer | None
 ) -> Burst:
-    """The run's namespace, its jobs (as Kubeflow's for training-operator)
-    and its watcher, started."""
-    label = f"training-operator-{peer.name}" if peer else mode
+    """The run's namespace, its jobs (as the peer's, for a peer) and its
+    watcher, started."""
+    label = peer.name if peer else mode
     namespace = create_namespace(ctx, f"{scenario}-{label}")
     expected_pods = sum(
         sum(r["replicas"] for r in j["spec"]["replicaSpecs"]) for j in jobs
     )  # every replica of these jobs has a pod and a Service
     log(f"{scenario}/{label}: {len(jobs)} job(s), {expected_pods} pods in {namespace}")
-    kind = KUBEFLOW_TFJOBS if peer else DLK8S_TFJOBS
+    kind = peer.kind(jobs) if peer else DLK8S_TFJOBS
+    services = peer.services(jobs, expected_pods) if peer else expected_pods
+    tfjobs = jobs
     if peer:
-        jobs = [kubeflow_tfjob(j) for j in jobs]
+        jobs = peer.jobs(jobs)
     watch_file = ctx.raw / f"watch-{namespace}.json"
     watcher = Watcher(ctx.endpoint, namespace, watch_file, jobs=kind).start()
-    return Burst(ctx, scenario, label, namespace, jobs, expected_pods, kind, watcher, peer)
+    run = Burst(ctx, scenario, label, namespace, jobs, expected_pods, services, kind, watcher, peer)
+    run.tfjob = tfjobs[0]
+    return run
 
 
 def _start_makers(run: Burst, mode: str, profile: bool, src: str, settle: bool) -> None:
-    """Start what makes the children: training-operator, a fresh operator
+    """Start what makes the children: a peer, a fresh operator
     (settled, under py-spy, if asked; its counts read), or the ceiling."""
     ctx, scenario = run.ctx, run.scenario
     run.speedscope = ctx.raw / f"profile-{scenario}{'-baseline' if src else ''}.speedscope.json"
     if run.peer:
-        log_file = ctx.raw / f"training-operator-{run.peer.name}-{scenario}.log"
-        run.op = TrainingOperator(ctx.cluster, run.peer, log_file).start()
+        run.op = run.peer.start(ctx.cluster, ctx.raw, scenario, run.tfjob)
     elif mode == "operator":
         suffix = ("-profile" if profile else "") + ("-baseline" if src else "")
         run.op = start_operator(ctx, f"operator-{scenario}{suffix}", src)
@@ -212,7 +210,7 @@ def _start_makers(run: Burst, mode: str, profile: bool, src: str, settle: bool) 
             run.spy = start_py_spy(run.op.pid, run.speedscope, ctx.args.py_spy_args)
         run.op_requests = operator_requests(run.op)
         run.op_passes = operator_reconciles(run.op)
-        run.op_cpu = proc_cpu(run.op.pid)
+        run.op_cpu = controller_cpu(run.op)
     else:
         run.ceiling = Ceiling(
             ctx.api, run.namespace, run.jobs, ctx.config, ctx.args.api_parallelism
@@ -275,21 +273,21 @@ def _submit_and_wait(run: Burst, times: Times, rate: float, endpoints: bool) -> 
     # Service its pod's address: a run that creates faster leaves it more
     # of that work after its last pod runs, and a window that ended there
     # would not count it (bench/results/results.md: Endpoints).
-    if endpoints and not watcher.wait("endpoints_addressed", run.pods, timeout):
-        log(f"only {watcher.value('endpoints_addressed')}/{run.pods} Endpoints addressed")
+    if endpoints and not watcher.wait("endpoints_addressed", run.services, timeout):
+        log(f"only {watcher.value('endpoints_addressed')}/{run.services} Endpoints addressed")
     return subs
 
 
 def _makers_figures(run: Burst) -> dict[str, Any]:
     """The run's shape, and what made its children: the operator's (or
-    training-operator's) CPU, memory, requests and passes once it is quiet,
+    peer's) CPU, memory, requests and passes once it is quiet,
     its profile; the ceiling stopped, with the endings it sent."""
     result: dict[str, Any] = {"namespace": run.namespace, "jobs": len(run.jobs), "pods": run.pods}
     if run.peer:
-        result["training_operator"] = asdict(run.peer) | {"version": TRAINING_OPERATOR_VERSION}
+        result |= run.peer.figures()
     op = run.op
     if op is not None:
-        # training-operator's events queue behind its requests' rate limit.
+        # A peer's events queue behind its requests' rate limit.
         wait_quiet(op, timeout=run.timeout if run.peer else 120)
         if run.spy is not None:
             threads = thread_cpu(op.pid)
@@ -297,8 +295,8 @@ def _makers_figures(run: Burst) -> dict[str, Any]:
             result["profile"]["thread_cpu"] = thread_groups(threads, run.speedscope)
             result["profile"]["args"] = run.ctx.args.py_spy_args
         result["operator"] = {
-            "cpu_seconds": round(proc_cpu(op.pid) - run.op_cpu, 2),
-            "peak_rss_mb": round(proc_peak_rss(op.pid) / 2**20, 1),
+            "cpu_seconds": round(controller_cpu(op) - run.op_cpu, 2),
+            "peak_rss_mb": round(controller_peak_rss(op) / 2**20, 1),
             "requests": requests_table(delta(operator_requests(op), run.op_requests)),
             "reconciles": operator_reconciles(op) - run.op_passes,
         }
@@ -369,9 +367,9 @@ def compare(
     **options: Any,
 ) -> dict[str, Any]:
     """The ceiling and the operator (and the baseline operator) back to back,
-    `repeat` (else --repeat) times in a rotating order, then training-operator
-    with each of the `peers` settings (training_operator.SETTINGS) as many times; for
-    each, the run with the median `median_of`. `options` go to run_burst."""
+    `repeat` (else --repeat) times in a rotating order, then each of the
+    `peers` (peers.PEERS names) as many times; for each, the run with the
+    median `median_of`. `options` go to run_burst."""
     modes = [("ceiling", ""), ("operator", "")]
     if ctx.args.baseline_src:
         modes.append(("baseline", ctx.args.baseline_src))
@@ -382,12 +380,13 @@ def compare(
         for name, src in modes[shift:] + modes[:shift]:
             mode = "ceiling" if name == "ceiling" else "operator"
             runs[name].append(run_burst(ctx, scenario, mode, jobs, src=src, **options))
-    if peers:
-        warm_up_peer(ctx)
-    for name in peers:
-        settings = SETTINGS[name]
-        runs[f"training-operator-{name}"] = [
-            run_burst(ctx, scenario, "peer", jobs, peer=settings, **options) for _ in range(repeat)
+    warmed: set[str] = set()
+    for peer in peers_of(peers):
+        if peer.family not in warmed:
+            warm_up_peer(ctx, peer, jobs[0])
+            warmed.add(peer.family)
+        runs[peer.name] = [
+            run_burst(ctx, scenario, "peer", jobs, peer=peer, **options) for _ in range(repeat)
         ]
     out: dict[str, Any] = {}
     for name, rs in runs.items():
@@ -408,17 +407,18 @@ def compare(
     return out
 
 
-def warm_up_peer(ctx: Context) -> None:
-    """training-operator's CRDs and its first jobs, unrecorded, and the
-    garbage collector watching its TFJobs, as warm_up for dlk8s's."""
-    install_peer(ctx.cluster)
-    warm = [tfjob(f"warm-{i}", 2, 1) for i in range(4)]
-    run_burst(ctx, "warmup", "peer", warm, peer=SETTINGS["tuned"])
-    wait_for(
-        lambda: longrunning_watches(ctx.api, "tfjobs", group="kubeflow.org") >= 1,
-        120,
-        "the GC to watch Kubeflow's TFJobs",
-    )
+def warm_up_peer(ctx: Context, peer: Peer, job: dict[str, Any]) -> None:
+    """A peer's CRDs and its first jobs (of `job`'s shape), unrecorded, and
+    the garbage collector watching its kinds, as warm_up for dlk8s's."""
+    peer.install(ctx.cluster, job)
+    warm = [{**job, "metadata": {"name": f"warm-{i}"}} for i in range(4)]
+    run_burst(ctx, "warmup", "peer", warm, peer=peer.tuned())
+    for resource, group in peer.watched():
+        wait_for(_gc_watches(ctx, resource, group), 120, f"the GC to watch {resource}.{group}")
+
+
+def _gc_watches(ctx: Context, resource: str, group: str) -> Callable[[], bool]:
+    return lambda: longrunning_watches(ctx.api, resource, group=group) >= 1
 
 
 def latencies(subs: list[Submission], seen: dict[str, Any], mode: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """The benchmarks' watcher: a separate process that watches one namespace's
 pods, services and TFJobs (dlk8s's, or with ``KUBEFLOW_TFJOBS``
-training-operator's) and records when each event arrived (its own receipt
+training-operator's, or with ``trainjob_kind`` Kubeflow Trainer's TrainJobs)
+and records when each event arrived (its own receipt
 time on the system-wide monotonic clock; creationTimestamp has only 1 s
 resolution). A process of its own, so it never competes for the GIL with
 the creator it measures.
@@ -28,12 +29,15 @@ ROLE_LABEL = "dlk8s.io/replica-type"
 class JobKind:
     """Where the TFJobs are, how their pods and Services name them, and
     whether their phase comes from their conditions (training-operator's
-    jobs have no phase: their Running condition turns True once the Chief runs)."""
+    jobs have no phase: their Running condition turns True once the Chief
+    runs) or, for TrainJobs, from their JobSet's status (`replicated_jobs`
+    of them, each ready)."""
 
     path: str
     job_label: str
     role_label: str
     conditions: bool = False
+    replicated_jobs: int = 0
 
 
 DLK8S_TFJOBS = JobKind("/apis/dlk8s.io/v1alpha1/namespaces/{ns}/tfjobs", JOB_LABEL, ROLE_LABEL)
@@ -43,6 +47,20 @@ KUBEFLOW_TFJOBS = JobKind(
     "training.kubeflow.org/replica-type",
     conditions=True,
 )
+
+
+def trainjob_kind(replicated_jobs: int) -> JobKind:
+    """Kubeflow Trainer's TrainJobs, whose runtime has `replicated_jobs`
+    replicated Jobs: their pods carry their JobSet's labels (the JobSet has
+    the TrainJob's name)."""
+    return JobKind(
+        "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs",
+        "jobset.sigs.k8s.io/jobset-name",
+        "jobset.sigs.k8s.io/replicatedjob-name",
+        replicated_jobs=replicated_jobs,
+    )
+
+
 WATCHED = {
     "pods": "/api/v1/namespaces/{ns}/pods",
     "services": "/api/v1/namespaces/{ns}/services",
@@ -223,7 +241,12 @@ def _record(
     entry = seen.get(name)
     if entry is None:
         labels = meta.get("labels") or {}
-        entry = seen[name] = {"added": now, "job": labels.get(jobs.job_label)}
+        job = labels.get(jobs.job_label)
+        if job is None and kind == "workloads":
+            # Kueue's own Workloads (a TrainJob's) name their job as owner.
+            owners = meta.get("ownerReferences") or [{}]
+            job = owners[0].get("name")
+        entry = seen[name] = {"added": now, "job": job}
         if kind == "pods":
             entry["role"] = labels.get(jobs.role_label)
             # Its creation's place in etcd's order, to compare with a Workload's admission.
@@ -235,7 +258,9 @@ def _record(
         entry["gone"] = now
         progress.pods_gone.value += 1
     status = obj.get("status") or {}
-    if kind == "tfjobs" and jobs.conditions:
+    if kind == "tfjobs" and jobs.replicated_jobs:
+        status = status_of_trainjob(status, jobs.replicated_jobs)
+    elif kind == "tfjobs" and jobs.conditions:
         status = status_of_conditions(status)
     if kind == "pods":
         _record_pod(entry, status.get("phase"), now, progress)
@@ -310,6 +335,23 @@ def status_of_conditions(status: dict[str, Any]) -> dict[str, Any]:
         if condition in true:
             return {"phase": phase, "state": state}
     return {"phase": "Creating" if true else None}
+
+
+def status_of_trainjob(status: dict[str, Any], replicated_jobs: int) -> dict[str, Any]:
+    """A TrainJob's status in dlk8s's terms: Failed or Complete decide (its
+    JobSet's conditions, copied); Running once its JobSet's status (which
+    Trainer copies into ``jobsStatus``) shows all `replicated_jobs`
+    replicated Jobs ready, every one of their Jobs' pods ready or done."""
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    if "Failed" in true:
+        return {"phase": "Failed", "state": "Failed"}
+    if "Complete" in true:
+        return {"phase": "Done", "state": "Succeeded"}
+    jobs = status.get("jobsStatus") or []
+    ready = [j for j in jobs if (j.get("ready") or 0) + (j.get("succeeded") or 0) >= 1]
+    if len(jobs) >= replicated_jobs and len(ready) == len(jobs):
+        return {"phase": "Running", "state": "Running"}
+    return {"phase": "Creating" if status else None}
 
 
 def _record_pod(entry: dict[str, Any], phase: str | None, now: float, progress: Progress) -> None:

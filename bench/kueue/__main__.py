@@ -17,6 +17,9 @@ fresh operator and in a namespace of its own:
   --quota-jobs in flight (it submits the next when one succeeds): the same
   load as through Kueue. Per job: from the job created to its last pod created.
 - burst: the same jobs with no queue label, all submitted at once.
+- trainer-stock, trainer-tuned: the kueue mode's jobs as Kubeflow Trainer v2
+  TrainJobs (bench/kueue/trainer.py), through Kueue's own TrainJob
+  integration, with Trainer and JobSet (`make tools-bench`) stock or tuned.
 
 Every time is the receipt of a watch event by one watcher process
 (bench/common/watcher.py), on the machine's monotonic clock; the Workloads' seconds-
@@ -37,8 +40,10 @@ from typing import Any
 from bench.common.context import add_common_args, open_context
 from bench.common.devtools import interrupt_on_termination, pinned_versions
 from bench.common.paths import RESULTS
+from bench.common.peers import PEERS
 from bench.kueue.modes import MODES, run_mode
 from bench.kueue.report import markdown
+from bench.kueue.trainer import FRAMEWORK, TRAINER_MODES, run_trainer_mode
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -53,7 +58,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quota-jobs", type=int, default=50, help="jobs the quota admits at once")
     p.add_argument("--run-for", default="10s", help="how long a MASTER runs (a Go duration)")
     p.add_argument("--gpus-per-node", type=int, default=250, help="enough for every mode's pods")
-    p.add_argument("--modes", default=",".join(MODES), help="which of kueue, gated, burst")
+    p.add_argument(
+        "--modes",
+        default=",".join(MODES + TRAINER_MODES),
+        help="which of kueue, gated, burst, trainer-stock, trainer-tuned",
+    )
     add_common_args(p)
     p.set_defaults(timeout=900.0, out=RESULTS)
     return p.parse_args(argv)
@@ -65,12 +74,23 @@ def main(argv: list[str] | None = None) -> int:
     began = time.monotonic()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     results: dict[str, Any] = {"runs": {}}
-    with open_context(args, kueue=True, gpus_per_node=args.gpus_per_node) as (ctx, meta):
+    # Kueue's TrainJob integration only where a mode needs it: one more controller.
+    frameworks = [FRAMEWORK] if set(modes) & set(TRAINER_MODES) else []
+    kcm = sorted({c for m in modes if m in TRAINER_MODES for c in PEERS[m].kcm_controllers()})
+    opened = open_context(
+        args,
+        kueue=True,
+        gpus_per_node=args.gpus_per_node,
+        kueue_frameworks=frameworks,
+        kcm_controllers=kcm,
+    )
+    with opened as (ctx, meta):
         keys = ("jobs", "job_workers", "gpus_per_pod", "quota_jobs", "run_for")
         results["meta"] = meta | {k: getattr(args, k) for k in keys}
         results["meta"]["kueue"] = pinned_versions().get("KUEUE_VERSION", "?")
         for mode in modes:
-            results["runs"][mode] = run_mode(ctx, mode)
+            run = run_trainer_mode if mode in TRAINER_MODES else run_mode
+            results["runs"][mode] = run(ctx, mode)
             # After each mode: a later one that fails leaves the earlier figures.
             (ctx.raw / "kueue-partial.json").write_text(json.dumps(results, indent=1))
     results["meta"]["wall_seconds"] = round(time.monotonic() - began, 1)

@@ -25,7 +25,7 @@ from bench.common.watcher import Watcher
 from bench.kueue.figures import figures
 from bench.kueue.queue import KUEUE_API, bench_job, drained_queue, make_queue
 
-MODES = ("kueue", "gated", "burst")
+MODES = ("kueue", "gated", "burst")  # and bench/kueue/trainer.py's
 
 
 def submit_gated(

@@ -6,6 +6,9 @@ from typing import Any
 
 from bench.kueue.modes import MODES
 from bench.kueue.queue import GPU
+from bench.kueue.trainer import TRAINER_MODES
+
+UNQUEUED = ("gated", "burst")
 
 
 def ratio(a: Any, b: Any) -> str:
@@ -20,15 +23,17 @@ def cell(value: Any) -> str:
 
 def markdown(results: dict[str, Any]) -> str:
     meta, runs = results["meta"], results["runs"]
-    modes = [m for m in MODES if m in runs]
+    modes = [m for m in MODES + TRAINER_MODES if m in runs]
     names = {
         "kueue": "with Kueue",
         "gated": f"without, {meta['quota_jobs']} at a time",
         "burst": "without, all at once",
+        "trainer-stock": "Trainer stock, with Kueue",
+        "trainer-tuned": "Trainer tuned, with Kueue",
     }
     q = meta["quota_jobs"]
     rows: list[tuple[str, list[Any]]] = [
-        ("from", ["Workload Admitted" if m == "kueue" else "job created" for m in modes]),
+        ("from", ["job created" if m in UNQUEUED else "Workload Admitted" for m in modes]),
         ("to all pods created, per job p50 (s)", [runs[m]["pods_created_p50_s"] for m in modes]),
         ("to all pods created, per job p99 (s)", [runs[m]["pods_created_p99_s"] for m in modes]),
         (f"the first {q} to start: p50 (s)", [runs[m]["first_started"]["p50_s"] for m in modes]),
@@ -45,7 +50,7 @@ def markdown(results: dict[str, Any]) -> str:
             [runs[m].get("queue_wait_p99_s") for m in modes],
         ),
         ("all jobs succeeded after (s)", [runs[m]["drain_seconds"] for m in modes]),
-        ("operator CPU seconds", [runs[m]["operator"]["cpu_seconds"] for m in modes]),
+        ("operator CPU seconds ¹", [runs[m]["operator"]["cpu_seconds"] for m in modes]),
         ("Kueue CPU seconds", [runs[m]["control_plane_cpu_seconds"].get("kueue") for m in modes]),
     ]
     lines = [
@@ -63,6 +68,13 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     lines += [f"| {label} | " + " | ".join(cell(v) for v in vals) + " |" for label, vals in rows]
     lines += ["", *summary(runs)]
+    if any(m.startswith("trainer-") for m in modes):
+        lines += [
+            "",
+            "¹ Trainer: JobSet's and Trainer's processes summed. Its jobs are the same as"
+            " TrainJobs on a ClusterTrainingRuntime of their shape (bench/common/trainer.py),"
+            " which Kueue's TrainJob integration queues; the MASTER's Job decides the JobSet.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -80,7 +92,10 @@ def summary(runs: dict[str, Any]) -> list[str]:
                 f"- Kueue / {how}: p50 {p50}, p99 {p99}"
                 f" (p99 of the first to start {first}, of the others {later})."
             )
-    if kueue:
-        checks = kueue["checks"] | {"left reserved": kueue.get("cluster_queue_after")}
-        out.append("- Checks: " + ", ".join(f"{k} {v}" for k, v in checks.items()) + ".")
+    for name in ("kueue", "trainer-stock", "trainer-tuned"):
+        if name in runs and "checks" in runs[name]:
+            run = runs[name]
+            checks = run["checks"] | {"left reserved": run.get("cluster_queue_after")}
+            label = "Checks" if name == "kueue" else f"Checks ({name})"
+            out.append(f"- {label}: " + ", ".join(f"{k} {v}" for k, v in checks.items()) + ".")
     return out

@@ -10,7 +10,7 @@ from typing import Any
 
 from bench.reports.cells import div, fmt, time_ratio, verbs, without_series
 from bench.reports.costs import costs_table
-from bench.reports.training_operator import peer_table
+from bench.reports.training_operator import peer_table, trainer_table
 
 SERIES = "series_pods_created"
 
@@ -343,6 +343,7 @@ def markdown(results: dict[str, Any]) -> str:
     if "burst" in results:
         lines += burst_table("Scenario 1: TFJobs of 4 replicas submitted at once", results["burst"])
         lines += peer_table(results["burst"])
+        lines += trainer_table(results["burst"])
         lines += costs_table(results["burst"])
     if "wide" in results:
         lines += burst_table(
@@ -373,7 +374,8 @@ def plot(results: dict[str, Any], path: Path) -> None:
     for ax, (key, title) in zip(axes[0], panels, strict=True):
         # Not training-operator stock: at 20 requests a second, its minutes
         # would squeeze the others into the left edge.
-        for mode, style in (("ceiling", "--"), ("operator", "-"), ("training-operator-tuned", ":")):
+        styles = (("ceiling", "--"), ("operator", "-"), ("training-operator-tuned", ":"))
+        for mode, style in (*styles, ("trainer-tuned", "-.")):
             if mode not in results[key]:
                 continue
             series = results[key][mode].get(SERIES) or []

@@ -1,5 +1,6 @@
 """Where the control plane's time goes, dlk8s beside the ceiling (and
-training-operator), in the burst benchmark's report (bench/common/servercosts.py)."""
+training-operator and Trainer tuned), in the burst benchmark's report
+(bench/common/servercosts.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ GROUPS = (
 
 def costs_table(res: dict[str, Any]) -> list[str]:
     """The runs' cost figures side by side; medians of the repeats when there are."""
-    names = [n for n in ("ceiling", "operator", "baseline", "training-operator-tuned") if n in res]
+    variants = ("ceiling", "operator", "baseline", "training-operator-tuned", "trainer-tuned")
+    names = [n for n in variants if n in res]
     medians = res.get("cost_medians") or {}
     figures = {n: medians.get(n) or cost_figures(res[n]) for n in names}
     if not any(k.startswith("profile|") for k in figures.get("operator", {})):
@@ -81,6 +83,7 @@ def _title(name: str) -> str:
         "operator": "dlk8s",
         "baseline": "dlk8s before",
         "training-operator-tuned": "training-operator tuned",
+        "trainer-tuned": "Trainer tuned",
     }
     return titles.get(name, name)
 

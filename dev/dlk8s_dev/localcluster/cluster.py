@@ -83,6 +83,9 @@ class LocalCluster:
     # Kueue's settings beyond the defaults (kueue.Kueue's fields, e.g.
     # wait_for_pods_ready={"timeout": "30s"}).
     kueue_options: dict[str, Any] = field(default_factory=dict)
+    # kube-controller-manager's controllers beyond controlplane.CONTROLLERS
+    # (e.g. "job-controller": bench's Trainer peer runs batch Jobs).
+    extra_controllers: tuple[str, ...] = ()
     # kube-apiserver's /debug/pprof served (make bench's profile of the API
     # server's CPU); off elsewhere, as on most clusters.
     profiling: bool = False
@@ -367,6 +370,7 @@ class LocalCluster:
             kcm_port,
             self.ca_file,
             self.terminated_pod_gc_threshold,
+            self.extra_controllers,
         )
         self._spawn("kube-controller-manager", kcm)
         config = self.workdir / "scheduler.yaml"

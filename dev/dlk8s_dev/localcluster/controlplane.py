@@ -126,8 +126,16 @@ def apiserver_argv(
 
 
 def controller_manager_argv(
-    kcm: str, workdir: Path, kubeconfig: Path, port: int, ca_file: Path, gc_threshold: int
+    kcm: str,
+    workdir: Path,
+    kubeconfig: Path,
+    port: int,
+    ca_file: Path,
+    gc_threshold: int,
+    extra_controllers: Sequence[str] = (),
 ) -> list[str]:
+    """`extra_controllers`: beyond CONTROLLERS, e.g. the job controller for
+    a peer whose jobs are batch Jobs (bench's Trainer on JobSet)."""
     return [
         kcm,
         f"--kubeconfig={kubeconfig}",
@@ -144,7 +152,7 @@ def controller_manager_argv(
         "--kube-api-burst=1000",
         "--concurrent-gc-syncs=50",
         f"--terminated-pod-gc-threshold={gc_threshold}",
-        f"--controllers={','.join(CONTROLLERS)}",
+        f"--controllers={','.join((*CONTROLLERS, *extra_controllers))}",
     ]
 
 
