@@ -6,11 +6,16 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from bench.common.harness import (
     Context,
+    Controller,
+    controller_cpu,
+    controller_peak_rss,
     create_namespace,
     delete_namespace,
     log,
@@ -20,7 +25,7 @@ from bench.common.harness import (
     submit_all,
     wait_quiet,
 )
-from bench.common.measure import cpu_of, delta, proc_cpu, proc_peak_rss
+from bench.common.measure import cpu_of, delta
 from bench.common.watcher import Watcher
 from bench.kueue.figures import figures
 from bench.kueue.queue import KUEUE_API, bench_job, drained_queue, make_queue
@@ -71,27 +76,11 @@ def run_mode(ctx: Context, mode: str) -> dict[str, Any]:
     raw = ctx.raw / f"watch-{namespace}.json"
     watcher = Watcher(ctx.endpoint, namespace, raw, workloads=mode == "kueue").start()
     op = start_operator(ctx, f"operator-kueue-{mode}")
-    requests0, cpu0, cp0 = operator_requests(op), proc_cpu(op.pid), cpu_of(ctx.control_plane)
-    t0 = time.monotonic()
-    submit_gated(ctx, namespace, jobs, watcher, args.quota_jobs if mode == "gated" else len(jobs))
-    if not wait_drained(watcher, len(jobs), args.timeout - (time.monotonic() - t0)):
-        log(f"{mode}: only {watcher.value('jobs_succeeded')}/{len(jobs)} jobs succeeded")
-    drained = time.monotonic() - t0
-    wait_quiet(op)
-    cp1 = cpu_of(ctx.control_plane)
-    result: dict[str, Any] = {
-        "namespace": namespace,
-        "jobs": len(jobs),
-        "jobs_succeeded": watcher.value("jobs_succeeded"),
-        "drain_seconds": round(drained, 1),
-        "operator": {
-            "cpu_seconds": round(proc_cpu(op.pid) - cpu0, 2),
-            "peak_rss_mb": round(proc_peak_rss(op.pid) / 2**20, 1),
-            "requests": requests_table(delta(operator_requests(op), requests0)),
-            "log_problems": log_problems(op.log_path),
-        },
-        "control_plane_cpu_seconds": {k: round(cp1[k] - cp0[k], 2) for k in cp0},
-    }
+    in_flight = args.quota_jobs if mode == "gated" else len(jobs)
+    submit = partial(submit_gated, ctx, namespace, jobs, watcher, in_flight)
+    result = drain(ctx, mode, watcher, op, len(jobs), submit)
+    result = {"namespace": namespace, "jobs": len(jobs)} | result
+    result["operator"]["log_problems"] = log_problems(op.log_path)
     if queue:
         result["cluster_queue_after"] = drained_queue(ctx, queue)
         save_evidence(ctx, namespace)
@@ -103,6 +92,38 @@ def run_mode(ctx: Context, mode: str) -> dict[str, Any]:
         ctx.api.json("DELETE", f"{KUEUE_API}/clusterqueues/{queue}", ok=(404,))
     log(f"{mode}: per job p50 {result['pods_created_p50_s']}s p99 {result['pods_created_p99_s']}s")
     return result
+
+
+def drain(
+    ctx: Context,
+    mode: str,
+    watcher: Watcher,
+    op: Controller,
+    expected: int,
+    submit: Callable[[], None],
+) -> dict[str, Any]:
+    """Submit a mode's `expected` jobs (`submit`) and wait until the watcher
+    saw them all succeed: how long that took, what the controller (the operator, or a
+    peer's processes) and the control plane spent meanwhile. Every mode
+    measures the same way."""
+    requests0, cpu0, cp0 = operator_requests(op), controller_cpu(op), cpu_of(ctx.control_plane)
+    t0 = time.monotonic()
+    submit()
+    if not wait_drained(watcher, expected, ctx.args.timeout - (time.monotonic() - t0)):
+        log(f"{mode}: only {watcher.value('jobs_succeeded')}/{expected} jobs succeeded")
+    drained = time.monotonic() - t0
+    wait_quiet(op)
+    cp1 = cpu_of(ctx.control_plane)
+    return {
+        "jobs_succeeded": watcher.value("jobs_succeeded"),
+        "drain_seconds": round(drained, 1),
+        "operator": {
+            "cpu_seconds": round(controller_cpu(op) - cpu0, 2),
+            "peak_rss_mb": round(controller_peak_rss(op) / 2**20, 1),
+            "requests": requests_table(delta(operator_requests(op), requests0)),
+        },
+        "control_plane_cpu_seconds": {k: round(cp1[k] - cp0[k], 2) for k in cp0},
+    }
 
 
 def save_evidence(ctx: Context, namespace: str) -> None:

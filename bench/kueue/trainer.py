@@ -9,26 +9,20 @@ admission to its last pod created, and the queue's checks."""
 from __future__ import annotations
 
 import json
-import time
+from functools import partial
 from typing import Any
 
 from bench.common.harness import (
     Context,
-    controller_cpu,
-    controller_peak_rss,
     create_namespace,
     delete_namespace,
     log,
-    operator_requests,
-    requests_table,
     submit_all,
-    wait_quiet,
 )
-from bench.common.measure import cpu_of, delta
 from bench.common.peers import PEERS
 from bench.common.watcher import Watcher
 from bench.kueue.figures import figures
-from bench.kueue.modes import wait_drained
+from bench.kueue.modes import drain
 from bench.kueue.queue import KUEUE_API, bench_job, drained_queue, make_queue
 
 TRAINER_MODES = ("trainer-stock", "trainer-tuned")
@@ -48,27 +42,10 @@ def run_trainer_mode(ctx: Context, mode: str) -> dict[str, Any]:
     kind = peer.kind(tfjobs)
     watcher = Watcher(ctx.endpoint, namespace, raw, workloads=True, jobs=kind).start()
     op = peer.start(ctx.cluster, ctx.raw, f"kueue-{mode}", tfjobs[0])
-    requests0, cpu0, cp0 = operator_requests(op), controller_cpu(op), cpu_of(ctx.control_plane)
-    t0 = time.monotonic()
-    submit_all(ctx, namespace, jobs, path=kind.path)
-    if not wait_drained(watcher, len(jobs), args.timeout - (time.monotonic() - t0)):
-        log(f"{mode}: only {watcher.value('jobs_succeeded')}/{len(jobs)} jobs succeeded")
-    drained = time.monotonic() - t0
-    wait_quiet(op)
-    cp1 = cpu_of(ctx.control_plane)
-    result: dict[str, Any] = {
-        "namespace": namespace,
-        "jobs": len(jobs),
-        "jobs_succeeded": watcher.value("jobs_succeeded"),
-        "drain_seconds": round(drained, 1),
-        "operator": {
-            "cpu_seconds": round(controller_cpu(op) - cpu0, 2),
-            "peak_rss_mb": round(controller_peak_rss(op) / 2**20, 1),
-            "requests": requests_table(delta(operator_requests(op), requests0)),
-        },
-        "control_plane_cpu_seconds": {k: round(cp1[k] - cp0[k], 2) for k in cp0},
-        "cluster_queue_after": drained_queue(ctx, queue),
-    } | peer.figures()
+    submit = partial(submit_all, ctx, namespace, jobs, path=kind.path)
+    result = drain(ctx, mode, watcher, op, len(jobs), submit)
+    result = {"namespace": namespace, "jobs": len(jobs)} | result | peer.figures()
+    result["cluster_queue_after"] = drained_queue(ctx, queue)
     state = ctx.api.json("GET", f"{KUEUE_API}/namespaces/{namespace}/workloads")
     (ctx.raw / f"state-{namespace}.json").write_text(json.dumps(state))
     op.stop()
