@@ -175,7 +175,9 @@ def restart_table(
         "The operator restarted on the history as it grew: ready = /readyz (every cache"
         " listed and handled); settled = every job reconciled once and nothing left to do"
         " (3 s without a request or a pass). Writes: the operator's requests other than"
-        " GET/LIST/WATCH; job events: MODIFIED events of the history's TFJobs meanwhile"
+        " GET/LIST/WATCH, but for the TokenReview and SubjectAccessReview that the"
+        " benchmark's own read of /metrics makes it send; job events: MODIFIED events"
+        " of the history's TFJobs meanwhile"
         " (both must be 0: every status is already right).",
         "",
         "| operator | finished jobs | running jobs | pods | ready s | settled s | CPU s |"
