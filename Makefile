@@ -93,8 +93,10 @@ demo: tools ## local cluster with a real node + chart (operator in the cluster) 
 
 .PHONY: cluster
 # KUEUE=1: Kueue's manager runs beside it (dev/dlk8s_dev/kueue.py).
-cluster: tools ## the local cluster (a real node beside the kwok nodes; KUEUE=1: and Kueue), until Ctrl-C
-	@$(PYTHON) -m dlk8s_dev.clustercli --real-node $(if $(filter 1,$(KUEUE)),--kueue)
+# MULTIKUEUE=1: instead, a MultiKueue manager and two workers, each with
+# Kueue and dlk8s (dev/dlk8s_dev/multicluster.py, docs/multicluster.md).
+cluster: tools ## the local cluster (a real node beside the kwok nodes; KUEUE=1: and Kueue; MULTIKUEUE=1: a MultiKueue manager and two workers), until Ctrl-C
+	@$(PYTHON) -m dlk8s_dev.clustercli $(if $(filter 1,$(MULTIKUEUE)),--multikueue,--real-node $(if $(filter 1,$(KUEUE)),--kueue))
 
 .PHONY: image
 image: $(VENV)/.installed node-debs ## the operator image from hooks/Dockerfile (cached per user); prints how to push it

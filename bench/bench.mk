@@ -40,3 +40,14 @@ KUEUE_BENCH_ARGS ?=
 .PHONY: bench-kueue
 bench-kueue: tools tools-bench ## queued TFJobs: from Kueue's admission to their pods, beside the same jobs unqueued (bench/results/)
 	$(PYTHON) -m bench.kueue $(KUEUE_BENCH_ARGS)
+
+# `make bench-multikueue`: TFJobs submitted to a MultiKueue manager against
+# the same jobs straight to a worker, on a manager and two workers of this
+# machine (bench/multikueue/, docs/multicluster.md). Writes
+# bench/results/multikueue.{json,md}. MULTIKUEUE_BENCH_ARGS passes options,
+# e.g. `make bench-multikueue MULTIKUEUE_BENCH_ARGS="--jobs 20 --out /tmp/mk"`.
+MULTIKUEUE_BENCH_ARGS ?=
+
+.PHONY: bench-multikueue
+bench-multikueue: tools ## jobs through a MultiKueue manager against the same jobs straight to a worker (bench/results/)
+	$(PYTHON) -m bench.multikueue $(MULTIKUEUE_BENCH_ARGS)

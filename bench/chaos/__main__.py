@@ -1,7 +1,7 @@
 """The chaos suite: faults an operator of a real cluster meets, on the local
 control plane (`make chaos`; not part of `make test`).
 
-    make chaos                                   # the full run, ~12 minutes
+    make chaos                                   # the full run, ~15 minutes
     .tools/venv/bin/python -m bench.chaos --short  # fewer jobs and kills
 
 One local control plane (4 kwok nodes; scenario 7 gets a second one, with
@@ -32,7 +32,11 @@ after a while. Scenarios, each in a namespace of its own:
    elsewhere, every job must end Done with no restart counted (issue 30);
 7. kueue: the operator and Kueue's manager SIGKILLed at random moments while
    Kueue admits and preempts 50 queued jobs (scenarios/kueue.py), on a
-   cluster of its own with Kueue beside it, so that 1-6 run without Kueue.
+   cluster of its own with Kueue beside it, so that 1-6 run without Kueue;
+8. multikueue: jobs dispatched by MultiKueue from a manager to two workers,
+   the first worker's API server stopped past workerLostTimeout and started
+   again, the manager's operator and Kueue SIGKILLed during dispatch
+   (scenarios/multikueue.py), on three control planes of its own.
 
 For each: duplicate pods (more than one pod per replica, or more creations
 than replicas; in 6 and 7, where pods are recreated by design, a pod created
@@ -41,7 +45,9 @@ gone, or still running after it finished), wrong final states, lost jobs
 (never given a status; in 7, never finished), API requests and log lines
 per second of the operator during the outage, and operator restarts; for 7
 also pods of jobs Kueue had not admitted, samples over the queue's quota and
-quota left reserved at the end. Pods are followed by a watch of the suite's
+quota left reserved at the end; in 8, a duplicate is a sample with one
+job's pods Running on two workers, an orphan a worker's copy of a job
+deleted on the manager. Pods are followed by a watch of the suite's
 own, every creation counted by uid. The table goes to bench/results/chaos.md.
 """
 
@@ -53,7 +59,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.chaos.scenarios import KUEUE_SCENARIOS, SCENARIOS
+from bench.chaos.scenarios import KUEUE_SCENARIOS, MULTIKUEUE_SCENARIOS, SCENARIOS
 from bench.chaos.suite import Row, Suite
 from bench.chaos.table import table
 from bench.common.devtools import interrupt_on_termination
@@ -84,6 +90,12 @@ def main(argv: list[str] | None = None) -> int:
         chosen = [s for s in scenarios if not args.only or s.__name__ in args.only]
         if chosen:
             rows += Suite(args, kueue=kueue).run(chosen)
+    for scenario in MULTIKUEUE_SCENARIOS:
+        if not args.only or scenario.__name__ in args.only:
+            started = time.monotonic()
+            row = scenario(args)
+            row.seconds = time.monotonic() - started
+            rows.append(row)
     wall = time.monotonic() - began
     text = table(rows, wall, args)
     print(text)

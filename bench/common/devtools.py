@@ -10,6 +10,7 @@ imports ``dlk8s_dev`` (tests/unit/project/test_bench_layout.py).
   it, and the operator run as a local process with the chart's
   ServiceAccount and environment;
 - ``Kueue``: Kueue's manager beside the cluster (the chaos suite kills it);
+- ``MultiCluster``: a MultiKueue manager and its workers (bench.multikueue);
 - ``REPO_ROOT``, ``pinned_versions``: the checkout (the chart's values, git)
   and tools/versions.env (the versions of training-operator and Kueue);
 - ``free_port``, ``http_ok``, ``make_ca``, ``issue``, ``with_files_at``,
@@ -35,6 +36,7 @@ from dlk8s_dev.localcluster import (
 )
 from dlk8s_dev.localdeploy import Install, OperatorProcess, install_chart
 from dlk8s_dev.mountns import with_files_at
+from dlk8s_dev.multicluster import MultiCluster
 from dlk8s_dev.nodepki import issue, make_ca
 from dlk8s_dev.pdeath import die_with_parent
 from dlk8s_dev.probes import http_ok
@@ -48,6 +50,7 @@ __all__ = [
     "Install",
     "Kueue",
     "LocalCluster",
+    "MultiCluster",
     "NodeSpec",
     "OperatorProcess",
     "die_with_parent",

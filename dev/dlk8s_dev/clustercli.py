@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 
 from .localcluster import DEFAULT_NODES, REAL_NAMESPACE, LocalCluster, NodeSpec, pinned_versions
+from .multicluster import MultiCluster
 from .stopping import GRACE, Run, run_until_signal
 
 
@@ -73,6 +74,24 @@ def serve(run: Run, cluster: LocalCluster) -> int:
         return 0
 
 
+def serve_multikueue(run: Run, clusters: MultiCluster) -> int:
+    """Start a manager and its workers with dlk8s on each, say how to reach
+    them, and keep them until asked to stop."""
+    with run.keeping(clusters):
+        clusters.start()
+        for name, cluster in clusters.clusters.items():
+            print(f"# {name}: export KUBECONFIG={cluster.kubeconfig}", flush=True)
+        print(
+            "# Submit to the manager, in a namespace that exists on every cluster with a"
+            " LocalQueue `team` (docs/multicluster.md): spec.managedBy:"
+            " kueue.x-k8s.io/multikueue and the label kueue.x-k8s.io/queue-name: team",
+            flush=True,
+        )
+        say("the manager and its workers are up; Ctrl-C stops them")
+        run.wait()
+        return 0
+
+
 def main(
     argv: Sequence[str] | None = None,
     make_cluster: Callable[..., LocalCluster] = LocalCluster,
@@ -91,10 +110,18 @@ def main(
         action="store_true",
         help="also run Kueue's manager, its CRDs and webhooks installed (`make cluster KUEUE=1`)",
     )
+    parser.add_argument(
+        "--multikueue",
+        action="store_true",
+        help="a MultiKueue manager and two workers, each with Kueue and dlk8s, kwok nodes only"
+        " (`make cluster MULTIKUEUE=1`; docs/multicluster.md)",
+    )
     args = parser.parse_args(argv)
     nodes = [NodeSpec(f"kwok-node-{i}", gpu=args.gpus_per_node) for i in range(args.nodes)]
 
     def work(run: Run) -> int:
+        if args.multikueue:
+            return serve_multikueue(run, MultiCluster(interrupt=run.stopping))
         cluster = make_cluster(
             nodes=nodes, real_node=args.real_node, kueue=args.kueue, interrupt=run.stopping
         )

@@ -137,6 +137,10 @@ class Kueue:
     # The Configuration's waitForPodsReady (e.g. {"timeout": "5m"}); Kueue
     # turns it on by its mere presence, so None leaves it out.
     wait_for_pods_ready: dict[str, Any] | None = None
+    # The Configuration's multiKueue section, on a MultiKueue manager
+    # (multicluster.py): the kinds its generic adapter dispatches, how long
+    # a lost worker keeps its jobs. None leaves it out.
+    multi_kueue: dict[str, Any] | None = None
     start_timeout: float = 180
     dir: Path = field(init=False)
     popen: subprocess.Popen[bytes] | None = field(init=False, default=None)
@@ -268,6 +272,8 @@ class Kueue:
         }
         if self.wait_for_pods_ready is not None:
             config["waitForPodsReady"] = self.wait_for_pods_ready
+        if self.multi_kueue is not None:
+            config["multiKueue"] = self.multi_kueue
         path = self.dir / "config.yaml"
         path.write_text(yaml.safe_dump(config))
         return path

@@ -59,3 +59,54 @@ def kueue_cluster(nodes: Sequence[NodeSpec], **options: Any) -> Iterator[LocalCl
         yield own
     finally:
         own.stop()
+
+
+def kind_specs() -> dict[str, dict[str, Any]]:
+    """One small job of every kind, each container asking for CPU."""
+    ask = {"requests": {"cpu": "100m", "memory": "64Mi"}}
+
+    def template(container: str) -> dict[str, Any]:
+        return {
+            "spec": {
+                "containers": [{"name": container, "image": f"{container}:1", "resources": ask}]
+            }
+        }
+
+    return {
+        "TFJob": {
+            "replicaSpecs": [
+                {"tfReplicaType": "MASTER", "replicas": 1, "template": template("tensorflow")},
+                {"tfReplicaType": "PS", "replicas": 1, "template": template("tensorflow")},
+            ]
+        },
+        "MXJob": {
+            "replicaSpecs": [
+                {"mxReplicaType": r, "replicas": 1, "template": template("mxnet")}
+                for r in ("SCHEDULER", "SERVER", "WORKER")
+            ]
+        },
+        "Caffe2Job": {
+            "backendSpecs": {"backendType": "redis"},
+            "replicaSpecs": [
+                {"replicaType": "MASTER", "replicas": 1, "template": template("caffe2")},
+                {"replicaType": "WORKER", "replicas": 1, "template": template("caffe2")},
+            ],
+        },
+        "PyTorchJob": {
+            "replicaSpecs": [
+                {"pytorchReplicaType": "MASTER", "replicas": 1, "template": template("pytorch")},
+                {"pytorchReplicaType": "WORKER", "replicas": 2, "template": template("pytorch")},
+            ]
+        },
+        "PaddleJob": {
+            "image": "example/paddle:1",
+            "faultTolerant": True,
+            "trainer": {
+                "entrypoint": "python train.py",
+                "minInstance": 2,
+                "maxInstance": 2,
+                "resources": ask,
+            },
+            "pserver": {"minInstance": 1, "maxInstance": 1, "resources": ask},
+        },
+    }

@@ -3,6 +3,8 @@
 ``SCENARIOS`` run on a cluster without Kueue: operator_kill,
 apiserver_restart, sigstop_compact, leader_kill, hostile, drain_taint.
 ``KUEUE_SCENARIOS`` (kueue) run on a second cluster, with Kueue beside it.
+``MULTIKUEUE_SCENARIOS`` (multikueue) run on clusters of their own, a
+MultiKueue manager and two workers; they take the suite's arguments.
 `--only` names them by their function's name.
 """
 
@@ -13,8 +15,10 @@ from bench.chaos.scenarios.drain_taint import drain_taint
 from bench.chaos.scenarios.hostile import hostile
 from bench.chaos.scenarios.kueue import kueue
 from bench.chaos.scenarios.leader_kill import leader_kill
+from bench.chaos.scenarios.multikueue import multikueue
 from bench.chaos.scenarios.operator_kill import operator_kill
 from bench.chaos.scenarios.sigstop_compact import sigstop_compact
 
 SCENARIOS = [operator_kill, apiserver_restart, sigstop_compact, leader_kill, hostile, drain_taint]
 KUEUE_SCENARIOS = [kueue]
+MULTIKUEUE_SCENARIOS = [multikueue]

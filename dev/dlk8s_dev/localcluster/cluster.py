@@ -422,6 +422,19 @@ class LocalCluster:
         self.restart_process("kube-apiserver", down)
         self._wait(self._apiserver_ready, START_WAIT, "kube-apiserver /readyz after a restart")
 
+    @contextlib.contextmanager
+    def api_server_down(self) -> Iterator[None]:
+        """kube-apiserver killed for the block, as a cluster out of reach is
+        to its peers (tests/e2e/operator/test_multikueue.py), then started
+        again; the block's end waits until it is ready."""
+        proc = next(p for p in self._procs if p.name == "kube-apiserver")
+        processes.end(proc)
+        try:
+            yield
+        finally:
+            processes.start_again(proc, self.workdir)
+            self._wait(self._apiserver_ready, START_WAIT, "kube-apiserver /readyz, back")
+
     def compact_etcd(self) -> int:
         """Compact etcd's history up to now, so that watches from an older
         resourceVersion get 410 Gone; returns the revision compacted to."""

@@ -50,10 +50,20 @@ def spawn(workdir: Path, name: str, argv: Sequence[str]) -> Process:
 def restart(proc: Process, workdir: Path, down: float, sig: int) -> None:
     """Kill ``proc`` (by pid), leave it down ``down`` seconds, and start it
     again with the same flags (its port, its data), its log going on."""
+    end(proc, sig)
+    time.sleep(down)
+    start_again(proc, workdir)
+
+
+def end(proc: Process, sig: int = signal.SIGKILL) -> None:
+    """Kill ``proc`` by pid and wait for it: start_again brings it back."""
     with contextlib.suppress(ProcessLookupError):
         proc.popen.send_signal(sig)
     proc.popen.wait(timeout=30)
-    time.sleep(down)
+
+
+def start_again(proc: Process, workdir: Path) -> None:
+    """Start an ended ``proc`` with the same flags, its log going on."""
     with proc.log.open("ab") as out:
         proc.popen = subprocess.Popen(
             proc.argv,

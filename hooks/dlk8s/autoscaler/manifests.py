@@ -28,8 +28,15 @@ from dlk8s.job.computeresources import from_list, pod_requests
 from dlk8s.job.kinds import pytorchjob
 from dlk8s.job.kinds.elastic import CountAnnotations, is_admission_gate
 from dlk8s.job.kinds.paddlejob import spec as paddle_spec
+from dlk8s.job.kueue.multikueue import handling
 from dlk8s.job.objects import as_dict, as_int, as_list, as_str, dig, string_map
-from dlk8s.job.vocabulary import LABEL_QUEUE_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE, State
+from dlk8s.job.vocabulary import (
+    LABEL_QUEUE_NAME,
+    LABEL_REPLICA_INDEX,
+    LABEL_REPLICA_TYPE,
+    Handling,
+    State,
+)
 
 # The annotations each kind's count is written to, by kind: the kinds the
 # autoscaler sizes.
@@ -138,8 +145,9 @@ def job_from_manifest(obj: object) -> ElasticJob | None:
     """An elastic job the autoscaler may move; None for anything else (not
     elastic, unusable spec, finished or finishing, suspended or being
     deleted), and a job in a Kueue queue, which Kueue sizes when it admits
-    it (docs/kueue.md)."""
-    if dig(obj, "metadata", "labels", LABEL_QUEUE_NAME):
+    it (docs/kueue.md), or a job dlk8s does not run here (spec.managedBy:
+    docs/multicluster.md)."""
+    if dig(obj, "metadata", "labels", LABEL_QUEUE_NAME) or handling(obj) != Handling.OURS:
         return None
     kind = dig(obj, "kind")
     if kind == paddle_spec.KIND and paddle_spec.is_elastic(obj):

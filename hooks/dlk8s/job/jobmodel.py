@@ -21,7 +21,7 @@ from dlk8s.job.actions import Action
 from dlk8s.job.config import ControllerConfig
 from dlk8s.job.failurepolicy import Rule
 from dlk8s.job.objects import Condition, Obj
-from dlk8s.job.vocabulary import CleanPodPolicy, RestartPolicy, SuccessPolicy
+from dlk8s.job.vocabulary import CleanPodPolicy, Handling, RestartPolicy, SuccessPolicy
 
 T = TypeVar("T")
 
@@ -196,6 +196,12 @@ class JobView:
     # queued by its namespace's default LocalQueue gets the label written.
     queue_label: str | None = None
     queueing: QueueFacts | None = None  # Observed.queueing
+    # Who runs it (job.kueue.multikueue.handling): dlk8s, MultiKueue on a
+    # worker cluster (this is the manager), or another controller.
+    handling: str = Handling.OURS
+    # The Workload MultiKueue made for this copy of a job (this is a worker
+    # cluster): it runs under that one and never makes its own.
+    prebuilt: str | None = None
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,27 @@ LABEL_KUEUE_JOB_UID: Final = "kueue.x-k8s.io/job-uid"
 # The LocalQueue Kueue picks for a job that names none.
 DEFAULT_QUEUE: Final = "default"
 
+# spec.managedBy (docs/multicluster.md): who runs the job. Empty or the
+# operator's own name: dlk8s does. MultiKueue's: on a manager cluster, Kueue
+# dispatches the job to a worker cluster and copies the worker's status
+# back, so dlk8s keeps only its Workload. Anything else: another controller
+# owns the job, and dlk8s leaves it alone.
+MANAGED_BY_OPERATOR: Final = "dlk8s.io/operator"
+MANAGED_BY_MULTIKUEUE: Final = "kueue.x-k8s.io/multikueue"
+# On a worker cluster, MultiKueue's copy of a job names the Workload it made
+# there for it: the job runs under that one and never makes its own.
+LABEL_PREBUILT_WORKLOAD: Final = "kueue.x-k8s.io/prebuilt-workload-name"
+LABEL_MULTIKUEUE_ORIGIN: Final = "kueue.x-k8s.io/multikueue-origin"
+
+
+class Handling:
+    """What a pass does with a job, by who manages it (spec.managedBy)."""
+
+    OURS: Final = "ours"  # dlk8s runs it
+    DISPATCHED: Final = "dispatched"  # MultiKueue runs it on a worker: its Workload only
+    FOREIGN: Final = "foreign"  # another controller's: left alone
+
+
 # The pod condition Kubernetes sets on a pod it is about to evict, preempt
 # or delete with its node (its reason says which): disruptions are not failures.
 DISRUPTION_TARGET: Final = "DisruptionTarget"

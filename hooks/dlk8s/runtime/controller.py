@@ -46,7 +46,7 @@ from dlk8s.runtime.kept import kept_child, kept_job
 from dlk8s.runtime.lifecycle import Lifecycle
 from dlk8s.runtime.ownwrites import OwnWrites
 from dlk8s.runtime.passes import STUCK_PASS_SECONDS, RunningPasses
-from dlk8s.runtime.queueing import MISSING, KueueWatch, kueue_served
+from dlk8s.runtime.queueing import MISSING, KueueWatch, kueue_served, with_prebuilt
 from dlk8s.runtime.urgency import Urgency
 from dlk8s.runtime.workqueue import ShutDownError, WorkQueue
 
@@ -135,6 +135,7 @@ class Controller:
         pool: Pool | None = None,
         stuck_after: float = STUCK_PASS_SECONDS,
         queue_facts: Callable[[], QueueFacts | None] = lambda: None,
+        workloads: Cache | None = None,
     ) -> None:
         self.kube = kube  # the status writes (the executor makes the other calls)
         self.config = config  # what reconcile knows of the cluster (drivers, images)
@@ -158,6 +159,8 @@ class Controller:
         self.passes = RunningPasses(stuck_after)  # the passes running, for /healthz
         # What Kueue's objects say, for queued jobs (None: run without --kueue).
         self.queue_facts = queue_facts
+        # Kueue's Workloads, for those MultiKueue made for jobs it copied here.
+        self._workloads = workloads
 
     @classmethod
     def watching(
@@ -182,6 +185,7 @@ class Controller:
             extra = list(watch.informers)
             child_informers |= _workload_informers(kube, namespace)
             options["queue_facts"] = watch.facts
+            options["workloads"] = child_informers["workloads"].cache
         elif kueue:
             options["queue_facts"] = lambda: QueueFacts(problem=MISSING)
         # Children first: a job handled before its children are known would
@@ -362,6 +366,7 @@ class Controller:
             # the timer only matters if one of them never comes.
             return wait
         observed = replace(self.children.observed(uid), queueing=self.queue_facts())
+        observed = with_prebuilt(job, observed, self._workloads)
         now = self.clock()
         try:
             result = reconcile(job, observed, self.config, now)

@@ -1,4 +1,5 @@
-"""What the operator watches of Kueue beside its jobs' Workloads (--kueue).
+"""What the operator watches of Kueue beside its jobs' Workloads (--kueue),
+and the Workloads MultiKueue makes for the jobs it copies here.
 
 The pure queued path (job.reconcile.queued) reads the cluster's Kueue
 objects as one job.jobmodel.QueueFacts: the ResourceFlavors an admission names,
@@ -16,15 +17,17 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Final
 
-from dlk8s.job.jobmodel import QueueFacts
+from dlk8s.job.jobmodel import Observed, QueueFacts
+from dlk8s.job.kueue.multikueue import prebuilt_workload
 from dlk8s.job.objects import Obj, as_dict, dig, is_int
 from dlk8s.job.vocabulary import DEFAULT_QUEUE, KUEUE_API_VERSION
 from dlk8s.runtime.apiresources import resource_for
 from dlk8s.runtime.client import Kube
 from dlk8s.runtime.errors import NotFoundError
-from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Informer
+from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Cache, Informer
 
 log = logging.getLogger(__name__)
 
@@ -114,3 +117,18 @@ def kueue_served(kube: Kube) -> bool:
         log.warning("Kueue is not installed", extra={"error": MISSING})
         return False
     return True
+
+
+def with_prebuilt(job: Obj, observed: Observed, workloads: Cache | None) -> Observed:
+    """The job's children with the Workload MultiKueue made for it, when the
+    job is MultiKueue's copy on this (worker) cluster: no job controls that
+    Workload until a pass adopts it (job.kueue.multikueue.adoption), so the
+    child index does not file it; the pass reads it from the cache."""
+    meta = as_dict(job.get("metadata"))
+    name = prebuilt_workload(meta)
+    if name is None or workloads is None:
+        return observed
+    if any(dig(w, "metadata", "name") == name for w in observed.workloads):
+        return observed
+    found = workloads.get_by_key(f"{meta.get('namespace')}/{name}")
+    return observed if found is None else replace(observed, workloads=[*observed.workloads, found])

@@ -35,7 +35,7 @@ from ..helpers import (
     without_binding,
 )
 from ..permissions import granted, used
-from ..queues import cluster_queue_spec, is_true, kueue_cluster, kueue_object
+from ..queues import cluster_queue_spec, is_true, kind_specs, kueue_cluster, kueue_object
 
 GPU = "nvidia.com/gpu"
 QUOTA_GPUS = 8
@@ -187,57 +187,6 @@ def test_a_quota_of_8_gpus_admits_two_tfjobs_of_4_and_the_third_when_one_goes(
     assert max(samples) <= QUOTA_GPUS, "never more admitted than the quota"
 
 
-def kind_specs(queue: str) -> dict[str, dict[str, Any]]:
-    """One small job of every kind, each container asking for CPU."""
-    ask = {"requests": {"cpu": "100m", "memory": "64Mi"}}
-
-    def template(container: str) -> dict[str, Any]:
-        return {
-            "spec": {
-                "containers": [{"name": container, "image": f"{container}:1", "resources": ask}]
-            }
-        }
-
-    return {
-        "TFJob": {
-            "replicaSpecs": [
-                {"tfReplicaType": "MASTER", "replicas": 1, "template": template("tensorflow")},
-                {"tfReplicaType": "PS", "replicas": 1, "template": template("tensorflow")},
-            ]
-        },
-        "MXJob": {
-            "replicaSpecs": [
-                {"mxReplicaType": r, "replicas": 1, "template": template("mxnet")}
-                for r in ("SCHEDULER", "SERVER", "WORKER")
-            ]
-        },
-        "Caffe2Job": {
-            "backendSpecs": {"backendType": "redis"},
-            "replicaSpecs": [
-                {"replicaType": "MASTER", "replicas": 1, "template": template("caffe2")},
-                {"replicaType": "WORKER", "replicas": 1, "template": template("caffe2")},
-            ],
-        },
-        "PyTorchJob": {
-            "replicaSpecs": [
-                {"pytorchReplicaType": "MASTER", "replicas": 1, "template": template("pytorch")},
-                {"pytorchReplicaType": "WORKER", "replicas": 2, "template": template("pytorch")},
-            ]
-        },
-        "PaddleJob": {
-            "image": "example/paddle:1",
-            "faultTolerant": True,
-            "trainer": {
-                "entrypoint": "python train.py",
-                "minInstance": 2,
-                "maxInstance": 2,
-                "resources": ask,
-            },
-            "pserver": {"minInstance": 1, "maxInstance": 1, "resources": ask},
-        },
-    }
-
-
 def requests_of(containers: list[dict[str, Any]]) -> list[tuple[str, Any]]:
     return sorted((c["name"], c.get("resources", {}).get("requests", {})) for c in containers)
 
@@ -246,7 +195,7 @@ def test_every_kind_waits_in_a_queue_and_asks_for_what_its_pods_do(
     cluster: LocalCluster, namespace: str, flavors: None
 ) -> None:
     queue = make_queue(cluster, namespace, "kinds", FLAVOR)
-    for kind, spec in kind_specs(queue).items():
+    for kind, spec in kind_specs().items():
         name = f"{kind.lower()}-q"
         meta = {"name": name, "labels": {"kueue.x-k8s.io/queue-name": queue}}
         apply(
@@ -254,7 +203,7 @@ def test_every_kind_waits_in_a_queue_and_asks_for_what_its_pods_do(
             namespace,
             {"apiVersion": "dlk8s.io/v1alpha1", "kind": kind, "metadata": meta, "spec": spec},
         )
-    for kind in kind_specs(queue):
+    for kind in kind_specs():
         name = f"{kind.lower()}-q"
         workload = wait_until(
             lambda n=name: (

@@ -67,6 +67,19 @@ def test_only_active_elastic_paddlejobs_are_scaled() -> None:
     assert job_from_manifest({**paddlejob(), "kind": "TFJob"}) is None
 
 
+def test_only_the_jobs_dlk8s_runs_here_are_scaled() -> None:
+    """spec.managedBy (docs/multicluster.md): MultiKueue's jobs on a manager
+    run on a worker, another controller's are its own."""
+    for managed_by in ("", "dlk8s.io/operator"):
+        job = paddlejob()
+        job["spec"]["managedBy"] = managed_by
+        assert job_from_manifest(job) is not None, managed_by
+    for managed_by in ("kueue.x-k8s.io/multikueue", "example.com/other"):
+        job = paddlejob()
+        job["spec"]["managedBy"] = managed_by
+        assert job_from_manifest(job) is None, managed_by
+
+
 def test_a_job_whose_trainers_have_begun_to_exit_0_is_left_alone() -> None:
     # Its master's task queue is empty: growing it adds trainers with nothing
     # to do, shrinking it cuts short trainers finishing their last task, and

@@ -27,6 +27,8 @@ from ..support.seeds import KWOK, ROOT
 
 KUBEFLOW = ROOT / "tests" / "data" / "kubeflow"
 FILES = sorted(KUBEFLOW.glob("*.yaml"))
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+TRAINING_OPERATOR = "kubeflow.org/training-operator"
 
 
 def converted_text(text: str) -> tuple[dict[str, Any], list[str]]:
@@ -224,3 +226,18 @@ def test_tfjob_master_chief_and_port() -> None:
     assert job["spec"]["tfConfig"] == {"masterTaskType": "chief"}
     assert "tfPort" not in job["spec"]["replicaSpecs"][0]  # the Chief's, not the Master's
     assert told(notes, "spec.tfReplicaSpecs.Master: dropped: the Chief is the job's MASTER")
+
+
+def test_multikueues_managed_by_carries_over_and_training_operators_is_dropped() -> None:
+    """Kubeflow's runPolicy.managedBy: MultiKueue's moves to spec.managedBy
+    (docs/multicluster.md), training-operator's has no meaning for dlk8s."""
+    master = role("Master", 1, "tensorflow", ("tfjob-port", 3333))
+    policy = "  runPolicy:\n    managedBy: {}\n"
+    job, notes = converted_text(kubeflow("TFJob", master, policy.format(MULTIKUEUE)))
+    assert job["spec"]["managedBy"] == MULTIKUEUE
+    assert "managedBy" not in job["spec"]["runPolicy"]
+    assert told(notes, "spec.runPolicy.managedBy: moved to spec.managedBy")
+    job, notes = converted_text(kubeflow("TFJob", master, policy.format(TRAINING_OPERATOR)))
+    assert "managedBy" not in job["spec"]
+    assert "managedBy" not in job["spec"]["runPolicy"]
+    assert told(notes, "spec.runPolicy.managedBy: dropped")

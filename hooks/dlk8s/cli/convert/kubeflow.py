@@ -11,6 +11,7 @@ from dlk8s.cli.convert.notes import Notes
 from dlk8s.cli.convert.replicas import ReplicaList, replica_list
 from dlk8s.job.objects import Obj, as_dict, as_list
 from dlk8s.job.validation import ReplicaRules
+from dlk8s.job.vocabulary import MANAGED_BY_MULTIKUEUE
 
 # Kubeflow's RunPolicy fields a dlk8s runPolicy has, with the same meaning
 # (and successPolicy, where a TFJob's spec.successPolicy moves).
@@ -28,7 +29,11 @@ RUN_POLICY_DROPS: Final[tuple[Drop, ...]] = (
         "dlk8s has no gang scheduler of its own; label the job"
         " kueue.x-k8s.io/queue-name for Kueue to admit it whole",
     ),
-    ("managedBy", "dlk8s runs every job of group dlk8s.io itself"),
+    (
+        "managedBy",
+        "the converted job is dlk8s's to run (only kueue.x-k8s.io/multikueue carries over,"
+        " as spec.managedBy)",
+    ),
 )
 
 
@@ -131,6 +136,13 @@ class ReplicaMap(ReplicaList):
                 "set to None, Kubeflow's default: its pods stay when the job ends"
                 " (dlk8s's default, Running, stops those still running: remove the field"
                 " to have it)",
+            )
+        if policy.get("managedBy") == MANAGED_BY_MULTIKUEUE:
+            spec["managedBy"] = policy.pop("managedBy")
+            note(
+                "spec.runPolicy.managedBy",
+                "moved to spec.managedBy: MultiKueue runs the job on a worker cluster"
+                " (docs/multicluster.md)",
             )
         drop_all(policy, RUN_POLICY_DROPS, "spec.runPolicy", note)
         drop_unknown(policy, RUN_POLICY_FIELDS, "spec.runPolicy", note)

@@ -32,7 +32,7 @@ class KubeflowPyTorchJob(ReplicaMap):
     rules = RULES
     role_map = (("Master", MASTER), ("Worker", WORKER))
     default_restart_policy = "OnFailure"
-    spec_fields = ("replicaSpecs", "nprocPerNode", "elasticPolicy", "runPolicy")
+    spec_fields = ("replicaSpecs", "nprocPerNode", "elasticPolicy", "runPolicy", "managedBy")
 
     def policies(self, spec: Obj, note: Notes) -> None:
         super().policies(spec, note)

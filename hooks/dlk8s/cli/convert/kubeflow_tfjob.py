@@ -43,7 +43,7 @@ class KubeflowTFJob(ReplicaMap):
         ),
     )
     default_restart_policy = "Never"
-    spec_fields = ("replicaSpecs", "tfConfig", "runPolicy")
+    spec_fields = ("replicaSpecs", "tfConfig", "runPolicy", "managedBy")
 
     def reshape(self, spec: Obj, note: Notes) -> None:
         roles = spec.get(self.map_field)

@@ -121,7 +121,7 @@ def assess(
 ) -> Queueing:
     """Where the job's Workload stands; `pods` builds the first pod of each
     role, asked for only when the Workload may be created or changed."""
-    name = workload_name(ctx)
+    name = ctx.job.prebuilt or workload_name(ctx)
     views = [read_workload(child) for child in ctx.job.children.workloads]
     current = next((w for w in views if w.name == name and not w.terminating), None)
     stale = tuple(w.obj for w in views if w is not current and not w.terminating)
@@ -214,7 +214,8 @@ def held_queue(workloads: Sequence[ChildView], label: str | None, has_pods: bool
 
 def workload_name(ctx: JobContext) -> str:
     """One name per job (its kind, name and uid): a namesake job made after
-    this one was deleted gets a Workload of another name."""
+    this one was deleted gets a Workload of another name. (A job MultiKueue
+    copied to a worker cluster runs under the one named by its label.)"""
     return child_name(f"{ctx.kind.name.lower()}-{ctx.job.name}", short_hash(ctx.job.uid, 5))
 
 

@@ -8,7 +8,11 @@ executes the actions and writes the status only when it differs from the
 job's, so a job at rest costs no API call: reconciling an unchanged world
 returns no actions and an identical status.
 
-A job goes through one of four paths, one module each:
+Who manages the job comes first (spec.managedBy, docs/multicluster.md):
+another controller's job is left alone, and a job MultiKueue dispatches
+from this cluster (the manager) to a worker takes the dispatched path
+(dispatched.py): its Workload only, and its status while no worker holds
+it. Every other job goes through one of four paths, one module each:
 - finished (its status says Succeeded or Failed): only cleanup per
   cleanPodPolicy and the TTL. A finished job never gets a pod created again.
 - invalid spec: marked Failed with reason InvalidSpec, then as finished.
@@ -21,7 +25,7 @@ A job goes through one of four paths, one module each:
 What the paths share: view.py reads the job once (jobmodel.JobView, the
 status fields every path carries included) and holds the Result, slots.py
 pairs the spec's slots with their pods, restarts.py counts restarts. The
-pods of every role by phase are summed here, last.
+pods of every role by phase are summed last (view.with_pod_totals).
 
 The children come in as the runtime's index files them (jobmodel.Observed):
 only those the job controls, so they are not filtered again here.
@@ -36,17 +40,17 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 from datetime import datetime
-from typing import Final
 
 from dlk8s.job.config import ControllerConfig
 from dlk8s.job.jobmodel import JobView, Observed
-from dlk8s.job.objects import Obj, as_dict, as_int, as_list, to_utc
-from dlk8s.job.outcomes import FAILED, PENDING, RUNNING, SUCCEEDED
+from dlk8s.job.objects import Obj, as_dict, to_utc
 from dlk8s.job.reconcile.active import active, job_context
+from dlk8s.job.reconcile.dispatched import dispatched
 from dlk8s.job.reconcile.finished import finish
 from dlk8s.job.reconcile.invalid import invalid_verdict, spec_problems
 from dlk8s.job.reconcile.refused import Refusal
-from dlk8s.job.reconcile.view import Result, read_job
+from dlk8s.job.reconcile.view import Result, read_job, with_pod_totals
+from dlk8s.job.vocabulary import Handling
 
 __all__ = ["Observed", "Refusal", "Result", "reconcile"]
 
@@ -56,9 +60,18 @@ def reconcile(job: Obj, observed: Observed, config: ControllerConfig, now: datet
     InvalidSpec. An exception from here is a bug in dlk8s, never the user's;
     the controller retries it with back-off and reports it (event, metric)."""
     view = read_job(as_dict(job), observed, to_utc(now))
-    if view.deleting:  # the garbage collector takes over
+    if view.deleting or view.handling == Handling.FOREIGN:
+        # The garbage collector takes over, or another controller runs it.
         return Result([], copy.deepcopy(view.prev), None, view)
-    return _with_pod_totals(_path(view, config), view)
+    if view.handling == Handling.DISPATCHED and view.kind is not None and _dispatchable(view):
+        return replace(dispatched(job_context(view, view.kind, config)), job=view)
+    return with_pod_totals(_path(view, config), view)
+
+
+def _dispatchable(job: JobView) -> bool:
+    """A job MultiKueue runs on a worker cluster, unless its spec is unusable:
+    that fails it here, before a worker sees it."""
+    return job.outcome is not None or not spec_problems(job)
 
 
 def _path(job: JobView, config: ControllerConfig) -> Result:
@@ -71,24 +84,3 @@ def _path(job: JobView, config: ControllerConfig) -> Result:
         verdict = None if job.outcome is not None else invalid_verdict(problems)
         return finish(job, verdict, not problems)
     return active(job_context(job, job.kind, config))
-
-
-# The pods of every role by phase, for `kubectl get`'s printer columns: a
-# JSONPath cannot sum replicaStatuses across roles. Unknown is not shown.
-POD_TOTALS: Final = {
-    "pendingPods": PENDING,
-    "runningPods": RUNNING,
-    "succeededPods": SUCCEEDED,
-    "failedPods": FAILED,
-}
-
-
-def _with_pod_totals(result: Result, job: JobView) -> Result:
-    """The result of `job`'s pass with its status's pod counts summed over
-    replicaStatuses."""
-    statuses = [as_dict(entry) for entry in as_list(result.status.get("replicaStatuses"))]
-    totals = {
-        field: sum(as_int(as_dict(s.get("replicasStates")).get(phase), 0) for s in statuses)
-        for field, phase in POD_TOTALS.items()
-    }
-    return replace(result, status=result.status | totals, job=job)

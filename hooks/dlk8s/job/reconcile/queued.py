@@ -22,9 +22,10 @@ from typing import Final
 
 from dlk8s.job import childnames
 from dlk8s.job.actions import Action, Event, Patch, ReplaceStatus, create_actions, delete_actions
-from dlk8s.job.children import POD
+from dlk8s.job.children import POD, owner_reference
 from dlk8s.job.conditions import clear_condition, has_condition, set_condition
 from dlk8s.job.jobmodel import JobContext, JobView, Placement, Slot
+from dlk8s.job.kueue.multikueue import adoption
 from dlk8s.job.kueue.status import pods_ready, released
 from dlk8s.job.kueue.workload import WORKLOAD, Queueing, Stage, WorkloadView, assess
 from dlk8s.job.objects import Condition, Obj
@@ -33,6 +34,7 @@ from dlk8s.job.reconcile.view import Result
 from dlk8s.job.vocabulary import (
     API_VERSION,
     KUEUE_API_VERSION,
+    LABEL_PREBUILT_WORKLOAD,
     LABEL_QUEUE_NAME,
     ConditionType,
     EventType,
@@ -49,6 +51,9 @@ WAITS: Final = "the job waits for Kueue's admission"
 # How soon a pass looks again for a ResourceFlavor the admission names but
 # the cache does not hold yet (its watch event queues nothing).
 FLAVOR_WAIT: Final = 5.0
+# How soon a pass looks again for the Workload MultiKueue makes for a job's
+# copy: not ours yet, its creation queues nothing for the job.
+PREBUILT_WAIT: Final = 5.0
 
 
 @dataclass(frozen=True)
@@ -96,11 +101,13 @@ def gate(
 ) -> Result | Admission:
     """What Kueue lets a queued job do: wait (a Result), or run as admitted.
     `first_pods` builds the first pod of each role as it would be created."""
-    decided = _decide(ctx, first_pods)
+    decided = decide(ctx, first_pods)
     return decided if isinstance(decided, Admission) else waiting(ctx, views, decided)
 
 
-def _decide(ctx: JobContext, first_pods: Callable[[], dict[str, Obj]]) -> Wait | Admission:
+def decide(ctx: JobContext, first_pods: Callable[[], dict[str, Obj]]) -> Wait | Admission:
+    """Whether Kueue lets the job run, and what this pass changes of its
+    Workload meanwhile; the manager's dispatched path reads it too."""
     job, facts = ctx.job, ctx.job.queueing
     if facts is None or facts.problem:
         problem = WITHOUT_KUEUE if facts is None else facts.problem
@@ -117,6 +124,10 @@ def _decide(ctx: JobContext, first_pods: Callable[[], dict[str, Obj]]) -> Wait |
         # alone and the autoscaler knows Kueue sizes it.
         labels = {"metadata": {"labels": {LABEL_QUEUE_NAME: job.queue}}}
         actions.append(Patch(API_VERSION, ctx.kind.name, job.namespace, job.name, labels))
+    if job.prebuilt is not None:
+        held = _prebuilt(ctx, q, actions, doomed)
+        if held is not None:
+            return held
     if q.stage == Stage.NONE:
         return _create(ctx, q, actions, doomed)
     if q.stage == Stage.FINISHED and q.current is not None:
@@ -131,6 +142,36 @@ def _decide(ctx: JobContext, first_pods: Callable[[], dict[str, Obj]]) -> Wait |
     if q.stage == Stage.ADMITTED:
         return _admit(ctx, q, actions, doomed)
     return _pending(ctx, q, actions, doomed)
+
+
+def _prebuilt(
+    ctx: JobContext, q: Queueing, actions: list[Action], doomed: list[Doomed]
+) -> Wait | None:
+    """A job MultiKueue copied to this (worker) cluster runs under the
+    Workload MultiKueue made for it, adopted here and never made, changed
+    or deleted by dlk8s: MultiKueue's manager compares it with its own, and
+    removes the copy of a job whose Workload differs. None: go on as for
+    any queued job."""
+    job, name = ctx.job, q.name
+    if q.current is None:
+        message = f"Waiting for Workload {name}, which MultiKueue makes for this copy of the job"
+        return Wait(Reason.PENDING, message, actions, doomed, requeue_after=PREBUILT_WAIT)
+    patch, problem = adoption(q.current.obj, owner_reference(ctx))
+    if problem:
+        message = f"Workload {name} ({LABEL_PREBUILT_WORKLOAD}) is not this job's: {problem}"
+        return Wait(Reason.QUEUE_UNAVAILABLE, message, actions, doomed, queued=False)
+    if patch is not None:
+        actions.append(Patch(KUEUE_API_VERSION, "Workload", job.namespace, name, patch))
+    if q.stage == Stage.FINISHED:
+        message = f"Kueue finished Workload {name}: {q.message}"
+        return Wait(Reason.PENDING, message, actions, doomed, q)
+    if q.differs or q.outgrown:
+        message = (
+            f"Workload {name} ({LABEL_PREBUILT_WORKLOAD}) asks for other pods than the job:"
+            " it was made for another spec"
+        )
+        return Wait(Reason.QUEUE_UNAVAILABLE, message, actions, doomed, q, queued=False)
+    return None
 
 
 def _pending(ctx: JobContext, q: Queueing, actions: list[Action], doomed: list[Doomed]) -> Wait:
@@ -170,7 +211,7 @@ def _admit(
         actions.append(Patch(API_VERSION, ctx.kind.name, job.namespace, job.name, patch))
         message = f"Admitted by {q.cluster_queue} with {given.count} of {bounds}"
         return Wait(Reason.PENDING, message, actions, doomed, q, keep=True)
-    actions = [*_deletes(doomed), *actions]
+    actions = [*deletes(doomed), *actions]
     return Admission(admitted_context(ctx, q.places), q.current, q.cluster_queue, actions)
 
 
@@ -221,7 +262,7 @@ def _pods(job: JobView, why: str) -> list[Doomed]:
     return [(pod.obj, POD, why) for pod in job.children.pods if not pod.terminating]
 
 
-def _deletes(doomed: Sequence[Doomed]) -> list[Action]:
+def deletes(doomed: Sequence[Doomed]) -> list[Action]:
     return [action for obj, kind, why in doomed for action in delete_actions(obj, kind, why)]
 
 
@@ -269,7 +310,7 @@ def waiting(ctx: JobContext, views: Sequence[SlotView], wait: Wait) -> Result:
     a status that says why."""
     job, now, reason, message = ctx.job, ctx.job.stamp, wait.reason, wait.message
     doomed = wait.doomed if wait.keep else [*wait.doomed, *_pods(job, WAITS)]
-    actions = [*_deletes(doomed), *wait.actions]
+    actions = [*deletes(doomed), *wait.actions]
     if job.prev.get("reason") != reason:
         kind = EventType.NORMAL if reason == Reason.PENDING else EventType.WARNING
         actions.append(Event(kind, reason, message))

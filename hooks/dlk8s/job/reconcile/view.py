@@ -8,7 +8,7 @@ Verdict is an outcome decided in this pass; a Result is what a pass returns.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Final
 
@@ -18,11 +18,13 @@ from dlk8s.job.conditions import clean_conditions
 from dlk8s.job.failurepolicy import read_rules
 from dlk8s.job.jobmodel import Children, ChildView, JobView, Observed, RunPolicy
 from dlk8s.job.kinds import lookup
+from dlk8s.job.kueue.multikueue import handling, prebuilt_workload
 from dlk8s.job.kueue.workload import queue_label, queue_of
 from dlk8s.job.objects import (
     Obj,
     as_dict,
     as_int,
+    as_list,
     as_str,
     dig,
     format_time,
@@ -33,7 +35,7 @@ from dlk8s.job.objects import (
     parse_time,
     replica_key,
 )
-from dlk8s.job.outcomes import counted_pods
+from dlk8s.job.outcomes import FAILED, PENDING, RUNNING, SUCCEEDED, counted_pods
 from dlk8s.job.vocabulary import (
     ANNOTATION_RESTART_COUNT,
     CleanPodPolicy,
@@ -121,6 +123,8 @@ def read_job(raw: Obj, observed: Observed, now: datetime) -> JobView:
         queue=queue_of(meta, observed.queueing, children),
         queue_label=queue_label(meta),
         queueing=observed.queueing,
+        handling=handling(raw),
+        prebuilt=prebuilt_workload(meta),
     )
 
 
@@ -185,3 +189,24 @@ def _outcome(state: object, true_conditions: frozenset[str]) -> str | None:
     if ConditionType.SUCCEEDED in true_conditions:
         return State.SUCCEEDED
     return State.FAILED if ConditionType.FAILED in true_conditions else None
+
+
+# The pods of every role by phase, for `kubectl get`'s printer columns: a
+# JSONPath cannot sum replicaStatuses across roles. Unknown is not shown.
+POD_TOTALS: Final = {
+    "pendingPods": PENDING,
+    "runningPods": RUNNING,
+    "succeededPods": SUCCEEDED,
+    "failedPods": FAILED,
+}
+
+
+def with_pod_totals(result: Result, job: JobView) -> Result:
+    """The result of `job`'s pass with its status's pod counts summed over
+    replicaStatuses."""
+    statuses = [as_dict(entry) for entry in as_list(result.status.get("replicaStatuses"))]
+    totals = {
+        name: sum(as_int(as_dict(s.get("replicasStates")).get(phase), 0) for s in statuses)
+        for name, phase in POD_TOTALS.items()
+    }
+    return replace(result, status=result.status | totals, job=job)
