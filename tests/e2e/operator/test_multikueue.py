@@ -38,7 +38,9 @@ from ..queues import kind_specs
 QUEUE = "team"
 PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"
 # The manager's view of a job reaches the worker's within MultiKueue's
-# round trips; a lost worker waits out workerLostTimeout (30 s here) first.
+# round trips; a lost worker waits out workerLostTimeout first: 15 s here
+# (Kueue's default is 15 min), so that the suite spends little time waiting.
+WORKER_LOST_TIMEOUT = "15s"
 DISPATCH_WAIT, LOST_WAIT = 90, 180
 
 
@@ -48,7 +50,7 @@ def clusters() -> Iterator[MultiCluster]:
     missing = missing_tools(probe.tools_bin) + kueue.missing_tools(probe.tools_bin)
     if missing:
         pytest.skip(f"tools missing: {missing} (run `make tools`)")
-    with MultiCluster() as own:
+    with MultiCluster(worker_lost_timeout=WORKER_LOST_TIMEOUT) as own:
         yield own
 
 
