@@ -27,6 +27,11 @@ from bench.common.runs import run_burst
 from bench.common.servercosts import Metrics
 
 
+def endpoint_of(cluster: LocalCluster) -> Endpoint:
+    """Where a cluster's API server is, and the admin's login (picklable, for watchers)."""
+    return Endpoint(cluster.server, cluster.token, str(cluster.ca_file))
+
+
 def git_describe() -> str:
     done = subprocess.run(
         ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
@@ -126,7 +131,7 @@ def open_context(
     try:
         sets = ("cloud=gke", "kueue.enabled=true") if kueue else ("cloud=gke",)
         install = install_chart(cluster, sets=sets)
-        endpoint = Endpoint(cluster.server, cluster.token, str(cluster.ca_file))
+        endpoint = endpoint_of(cluster)
         api = Api(endpoint, maxsize=max(args.api_parallelism, args.submit_parallelism) + 8)
         config_file = install.write_operator_config(raw / "chart-config")
         env = {"DLK8S_API_PARALLELISM": str(args.api_parallelism)}

@@ -13,18 +13,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.common.api import Api, Endpoint
-from bench.common.devtools import LocalCluster, MultiCluster
+from bench.common.api import Api
+from bench.common.context import endpoint_of
+from bench.common.devtools import MultiCluster
 from bench.common.harness import log, pct
 from bench.common.watcher import Watcher
 
 PODS_PER_JOB = 2
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 TFJOBS = "/apis/dlk8s.io/v1alpha1/namespaces/{ns}/tfjobs"
-
-
-def endpoint(cluster: LocalCluster) -> Endpoint:
-    return Endpoint(cluster.server, cluster.token, str(cluster.ca_file))
 
 
 def bench_job(name: str, dispatched: bool) -> dict[str, Any]:
@@ -50,11 +47,11 @@ def run_mode(clusters: MultiCluster, mode: str, jobs: int, timeout: float) -> di
     target = clusters.manager if mode == "dispatched" else clusters.members["worker-1"]
     raw = Path(tempfile.mkdtemp(prefix=f"bench-multikueue-{mode}-"))
     watchers = {
-        name: Watcher(endpoint(cluster), namespace, raw / f"{name}.json").start()
+        name: Watcher(endpoint_of(cluster), namespace, raw / f"{name}.json").start()
         for name, cluster in clusters.members.items()
     }
     log(f"{mode}: {jobs} TFJobs in {namespace}")
-    submitted = submit(Api(endpoint(target)), namespace, jobs, mode == "dispatched")
+    submitted = submit(Api(endpoint_of(target)), namespace, jobs, mode == "dispatched")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if sum(w.value("pods_added") for w in watchers.values()) >= jobs * PODS_PER_JOB:

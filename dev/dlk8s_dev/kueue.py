@@ -63,6 +63,15 @@ MIN_COUNT_REFUSAL = "at most one podSet can use minCount"
 METRICS_CERT_DIR = "/etc/kueue/metrics/certs"
 
 
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+
+
+def kueue_object(kind: str, name: str, spec: dict[str, Any], namespace: str = "") -> dict[str, Any]:
+    """One of Kueue's objects (a ResourceFlavor, a ClusterQueue, ...) as a manifest."""
+    meta = {"name": name} | ({"namespace": namespace} if namespace else {})
+    return {"apiVersion": KUEUE_API, "kind": kind, "metadata": meta, "spec": spec}
+
+
 def missing_tools(tools_bin: Path) -> list[str]:
     return [t for t in KUEUE_TOOLS if not (tools_bin / t).exists()]
 

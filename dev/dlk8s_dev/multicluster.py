@@ -29,11 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .clusterapi import ClusterError
-from .kueue import EXTERNAL_FRAMEWORKS, NAMESPACE
+from .kueue import EXTERNAL_FRAMEWORKS, NAMESPACE, kueue_object
 from .localcluster import START_WAIT, LocalCluster, NodeSpec
 from .localdeploy import OperatorProcess, install_chart
 
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
 # MultiKueue's controller name, the value of spec.managedBy it dispatches.
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 CHECK = "dlk8s-multikueue"  # the manager's AdmissionCheck
@@ -43,11 +42,6 @@ GPU = "nvidia.com/gpu"
 # What each worker's ClusterQueue admits at once; the manager's admits all
 # of them together (it holds no pod; MultiKueue picks the worker).
 WORKER_QUOTA = {"cpu": "64", "memory": "256Gi", GPU: "8"}
-
-
-def kueue_object(kind: str, name: str, spec: dict[str, Any], namespace: str = "") -> dict[str, Any]:
-    meta = {"name": name} | ({"namespace": namespace} if namespace else {})
-    return {"apiVersion": KUEUE_API, "kind": kind, "metadata": meta, "spec": spec}
 
 
 def cluster_queue(name: str, quota: dict[str, str], checks: Sequence[str] = ()) -> dict[str, Any]:

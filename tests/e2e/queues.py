@@ -14,12 +14,8 @@ from dlk8s_dev.localcluster import LocalCluster, NodeSpec, missing_tools
 
 from .helpers import condition
 
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
-
-
-def kueue_object(kind: str, name: str, spec: dict[str, Any], namespace: str = "") -> dict[str, Any]:
-    meta = {"name": name} | ({"namespace": namespace} if namespace else {})
-    return {"apiVersion": KUEUE_API, "kind": kind, "metadata": meta, "spec": spec}
+KUEUE_API = kueue.KUEUE_API
+kueue_object = kueue.kueue_object
 
 
 def cluster_queue_spec(

@@ -83,6 +83,16 @@ def copied(world: QueueWorld, status: dict[str, Any]) -> None:
     world.job["status"] = copy.deepcopy(status)
 
 
+def unavailable(status: dict[str, Any]) -> str:
+    """The message of a job that waits with condition Queued False, reason
+    QueueUnavailable (which the status must have)."""
+    queued = condition(status, "Queued")
+    assert queued is not None, status
+    assert (queued["status"], queued["reason"]) == ("False", "QueueUnavailable")
+    message: str = queued["message"]
+    return message
+
+
 # --- the manager -----------------------------------------------------------------
 
 
@@ -116,10 +126,7 @@ def test_admitted_without_an_admission_check_nothing_runs_it_and_the_status_says
     world.admit()  # a ClusterQueue without MultiKueue's check
     result = world.step()
     assert creates(result, "Pod") == []
-    queued = condition(result.status, "Queued")
-    assert queued is not None
-    assert (queued["status"], queued["reason"]) == ("False", "QueueUnavailable")
-    assert "no MultiKueue admission check" in queued["message"]
+    assert "no MultiKueue admission check" in unavailable(result.status)
 
 
 def test_a_dispatched_job_evicted_on_the_manager_gives_the_quota_back_and_says_so() -> None:
@@ -178,10 +185,7 @@ def test_suspending_a_dispatched_job_deletes_its_workload() -> None:
 def test_a_dispatched_job_that_names_no_queue_waits_and_says_why() -> None:
     result = QueueWorld(queued_tfjob(queue=None, managedBy=MULTIKUEUE)).step()
     assert workload_creates(result) == []
-    queued = condition(result.status, "Queued")
-    assert queued is not None
-    assert (queued["status"], queued["reason"]) == ("False", "QueueUnavailable")
-    assert "names no LocalQueue" in queued["message"]
+    assert "names no LocalQueue" in unavailable(result.status)
 
 
 def test_a_dispatched_job_with_an_unusable_spec_fails_on_the_manager() -> None:
@@ -269,10 +273,7 @@ def test_a_workers_copy_never_changes_a_workload_made_for_another_spec() -> None
     result = world.step()
     assert [a.patch for a in result.actions if isinstance(a, Patch) and "spec" in a.patch] == []
     assert deletes(result) == []
-    queued = condition(result.status, "Queued")
-    assert queued is not None
-    assert (queued["status"], queued["reason"]) == ("False", "QueueUnavailable")
-    assert "another spec" in queued["message"]
+    assert "another spec" in unavailable(result.status)
 
 
 def test_a_workers_copy_leaves_a_workload_another_object_controls() -> None:
@@ -281,7 +282,7 @@ def test_a_workers_copy_leaves_a_workload_another_object_controls() -> None:
     prebuilt(world, [other | {"uid": "u-other", "controller": True}])
     result = world.step()
     assert [a for a in result.actions if isinstance(a, Patch | Create)] == []
-    assert "TFJob other controls it" in condition_message(result.status, "Queued")
+    assert "TFJob other controls it" in unavailable(result.status)
 
 
 def test_a_workers_copy_that_ends_finishes_multikueues_workload() -> None:
