@@ -32,6 +32,14 @@ def has_condition(conditions: list[Condition], type_: str) -> bool:
     return any(c.get("type") == type_ for c in conditions)
 
 
+def condition_of(conditions: list[Condition] | list[object], type_: str) -> Condition:
+    """The condition of `type_`, or an empty one."""
+    for item in conditions:
+        if isinstance(item, dict) and item.get("type") == type_:
+            return cast(Condition, item)
+    return cast(Condition, {})
+
+
 def set_condition(
     conditions: list[Condition], type_: str, status: bool, reason: str, message: str, now: str
 ) -> list[Condition]:

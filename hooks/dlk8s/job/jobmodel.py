@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
 from dlk8s.job.actions import Action
 from dlk8s.job.config import ControllerConfig
@@ -26,6 +26,13 @@ from dlk8s.job.vocabulary import CleanPodPolicy, Handling, RestartPolicy, Succes
 T = TypeVar("T")
 
 
+# spec.runPolicy.backoffLimit when unset (the CRDs default it): the Job
+# controller's. A job recreates a failed pod at most this many times, so a
+# container that can never start ends the job within ten minutes of back-off
+# instead of being recreated for ever.
+DEFAULT_BACKOFF_LIMIT: Final = 6
+
+
 @dataclass(frozen=True)
 class RunPolicy:
     """spec.runPolicy, each unusable field at its default (reconcile.view reads it)."""
@@ -33,7 +40,7 @@ class RunPolicy:
     clean_pod_policy: str = CleanPodPolicy.RUNNING  # what goes once the job has finished
     ttl_seconds_after_finished: int | None = None  # None: the job is never deleted
     active_deadline_seconds: int | None = None  # None: no deadline
-    backoff_limit: int | None = None  # None: no limit, as the CRD documents
+    backoff_limit: int = DEFAULT_BACKOFF_LIMIT
     suspend: bool = False  # True: every pod is deleted until it is False again
     # When the deciding replica's success is the job's (vocabulary.SuccessPolicy).
     success_policy: str = SuccessPolicy.NO_FAILED_REPLICAS

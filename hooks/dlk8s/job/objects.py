@@ -46,7 +46,9 @@ class ObjectMeta(TypedDict, total=False):
 
 class ContainerStatus(TypedDict, total=False):
     name: str
-    # Only `terminated` is read: {"exitCode": int, "finishedAt": str, ...}.
+    # `terminated` ({"exitCode": int, "finishedAt": str, ...}), and `waiting`
+    # ({"reason": str, "message": str}) while it names why the container
+    # cannot start (outcomes.waiting_cause).
     state: dict[str, Obj]
 
 
@@ -67,6 +69,9 @@ class PodStatus(TypedDict, total=False):
     # What podFailurePolicy's onPodConditions and the disruption defaults read.
     conditions: list[PodCondition]
     containerStatuses: list[ContainerStatus]
+    # Read only for why a pending pod's init containers (sidecars among
+    # them) cannot start.
+    initContainerStatuses: list[ContainerStatus]
 
 
 class ChildSpec(TypedDict, total=False):

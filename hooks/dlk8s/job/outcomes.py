@@ -67,6 +67,10 @@ class PodOutcome:
     exit_code: int | None = None
     finished_at: datetime | None = None
     detail: str = ""
+    # A pending pod a container of which waits on what only a person can
+    # fix (a missing Secret, an image that cannot be pulled): detail says
+    # what (waiting_cause).
+    not_starting: bool = False
 
     @property
     def finished(self) -> bool:
@@ -82,7 +86,7 @@ def pod_outcome(pod: Obj, container: str) -> PodOutcome:
         code = terminated.get("exitCode")
         code = code if is_int(code) else None
         finished_at = parse_time(terminated.get("finishedAt"))
-        detail = f"container {container} exited with code {code}"
+        detail = _ended(container, code, terminated)
         # The main container decides, even while a sidecar keeps the pod up
         # (pods are restartPolicy Never, so it will not run again).
         if code == 0:
@@ -94,9 +98,62 @@ def pod_outcome(pod: Obj, container: str) -> PodOutcome:
         words = [w for w in (status.get("reason"), status.get("message")) if is_text(w)]
         detail = "pod failed" + (": " + " ".join(words) if words else " without an exit code")
         return PodOutcome(FAILED, None, None, detail)
+    if phase in (None, PENDING):
+        cause = waiting_cause(pod)
+        if cause:
+            return PodOutcome(PENDING, detail=cause, not_starting=True)
     if phase in _POD_PHASES:
         return PodOutcome(phase, detail=f"pod {phase.lower()}")
     return PodOutcome(PENDING, detail="pod pending")
+
+
+# How the kubelet says a container could not be started at all: the runtime
+# refused it (an executable not found, a mount that failed).
+_NOT_STARTED: Final = frozenset({"StartError", "ContainerCannotRun"})
+# The kubelet's words for an end the exit code already tells.
+_PLAIN_ENDS: Final = frozenset({"", "Error", "Completed"})
+# A runtime's message keeps its cause at the end ("... exec: \"python\":
+# executable file not found in $PATH: unknown"): this much of that end.
+MESSAGE_CHARS: Final = 240
+
+
+def _ended(container: str, code: object, terminated: Obj) -> str:
+    reason = terminated.get("reason")
+    reason = reason if is_text(reason) else ""
+    if reason in _NOT_STARTED:
+        message = terminated.get("message")
+        said = f": {_tail(message)}" if is_text(message) else ""
+        return f"container {container} could not start ({reason}, exit code {code}){said}"
+    if reason not in _PLAIN_ENDS:
+        return f"container {container} exited with code {code} ({reason})"
+    return f"container {container} exited with code {code}"
+
+
+def _tail(message: str) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= MESSAGE_CHARS else "..." + message[-MESSAGE_CHARS:]
+
+
+# Waiting reasons that say only that a container is on its way.
+ON_ITS_WAY: Final = frozenset({"", "ContainerCreating", "PodInitializing"})
+
+
+def waiting_cause(pod: Obj) -> str:
+    """What keeps a pending pod's containers from starting, in the kubelet's
+    words ("container tensorflow is waiting: ImagePullBackOff: ..."), or ""
+    while they are only on their way. Init containers (sidecars among them)
+    first: the others wait for them."""
+    status = as_dict(pod.get("status"))
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for entry in as_list(status.get(key)):
+            waiting = as_dict(dig(entry, "state", "waiting"))
+            reason = waiting.get("reason")
+            if not is_text(reason) or reason in ON_ITS_WAY:
+                continue
+            message = waiting.get("message")
+            said = f": {_tail(message)}" if is_text(message) else ""
+            return f"container {as_dict(entry).get('name')} is waiting: {reason}{said}"
+    return ""
 
 
 def has_stopped(pod: Obj) -> bool:

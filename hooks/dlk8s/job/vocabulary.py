@@ -116,6 +116,9 @@ class Reason:
     INVALID_SPEC: Final = "InvalidSpec"
     CONFIG_ERROR: Final = "ConfigError"
     RECREATING: Final = "Recreating"
+    # A pod is pending on what only a person can fix (a missing Secret or
+    # ConfigMap, an image that cannot be pulled): the kubelet's words follow.
+    POD_NOT_STARTING: Final = "PodNotStarting"
     TTL_EXPIRED: Final = "TTLExpired"
     CREATE: Final = "SuccessfulCreate"
     DELETE: Final = "SuccessfulDelete"

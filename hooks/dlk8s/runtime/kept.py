@@ -9,7 +9,8 @@ memory per thousand jobs), so the caches keep only what is read:
 - of a child, what reconcile, the kinds and the executor read of a child
   they did not build: its identity, labels, annotations, owners, deletion,
   and of a pod its scheduling gates (a PaddleJob trainer's admission), its
-  phase, failure reason, the end of each container and the conditions
+  phase, failure reason, the end of each container (or, while one cannot
+  start, the kubelet's reason and message for that) and the conditions
   podFailurePolicy reads (DisruptionTarget always, the others once the pod
   has failed or a container has ended: a rule reads them only then): the
   fields of objects.Child, which this module keeps and nothing else. A new read of
@@ -36,11 +37,12 @@ from dlk8s.job.objects import (
     as_list,
     dig,
 )
+from dlk8s.job.outcomes import ON_ITS_WAY
 from dlk8s.job.vocabulary import DISRUPTION_TARGET
 
 # The fields kept are those the types declare.
 _CHILD_METADATA: Final = tuple(ObjectMeta.__annotations__)
-_POD_LISTS: Final = ("containerStatuses", "conditions")
+_POD_LISTS: Final = ("containerStatuses", "initContainerStatuses", "conditions")
 _POD_STATUS: Final = tuple(k for k in PodStatus.__annotations__ if k not in _POD_LISTS)
 _CONDITION: Final = tuple(PodCondition.__annotations__)
 
@@ -59,9 +61,10 @@ def kept_child(obj: Obj) -> Child:
 
 def _pod_status(status: Obj) -> PodStatus:
     kept = cast(PodStatus, _pick(status, _POD_STATUS))
-    containers = status.get("containerStatuses")
-    if isinstance(containers, list):
-        kept["containerStatuses"] = [_container(c) for c in containers if isinstance(c, dict)]
+    for key in ("containerStatuses", "initContainerStatuses"):
+        containers = status.get(key)
+        if isinstance(containers, list):
+            kept[key] = [_container(c) for c in containers if isinstance(c, dict)]
     conditions = _conditions(status, kept.get("containerStatuses", []))
     if conditions:
         kept["conditions"] = conditions
@@ -72,7 +75,9 @@ def _conditions(status: Obj, containers: list[ContainerStatus]) -> list[PodCondi
     """DisruptionTarget, and every condition of a pod that has failed or
     whose container has ended; without their times. A running pod's
     Ready and the like are most of a condition list and read by nothing."""
-    ended = status.get("phase") == "Failed" or any("state" in c for c in containers)
+    ended = status.get("phase") == "Failed" or any(
+        "terminated" in c.get("state", {}) for c in containers
+    )
     return [
         cast(PodCondition, _pick(c, _CONDITION))
         for c in as_list(status.get("conditions"))
@@ -83,8 +88,12 @@ def _conditions(status: Obj, containers: list[ContainerStatus]) -> list[PodCondi
 def _container(status: Obj) -> ContainerStatus:
     kept = cast(ContainerStatus, _pick(status, ("name",)))
     terminated = dig(status, "state", "terminated")
+    waiting = as_dict(dig(status, "state", "waiting"))
     if isinstance(terminated, dict):
         kept["state"] = {"terminated": terminated}
+    elif waiting.get("reason") not in (None, *ON_ITS_WAY):
+        # Why it cannot start: kept only while that is so.
+        kept["state"] = {"waiting": _pick(waiting, ("reason", "message"))}
     return kept
 
 

@@ -626,7 +626,9 @@ def test_defaults_are_applied(cluster: LocalCluster, namespace: str) -> None:
     tf = seen["TFJob"]
     assert {r["tfPort"] for r in tf["replicaSpecs"]} == {2222}
     assert {r["restartPolicy"] for r in tf["replicaSpecs"]} == {"ExitCode"}
-    assert tf["runPolicy"] == {"cleanPodPolicy": "Running", "suspend": False}
+    # backoffLimit as a batch Job's: a pod that can never start is not
+    # recreated for ever (docs/kinds.md).
+    assert tf["runPolicy"] == {"cleanPodPolicy": "Running", "suspend": False, "backoffLimit": 6}
     assert tf["tensorboard"]["serviceType"] == "ClusterIP"
     assert {r["psRootPort"] for r in seen["MXJob"]["replicaSpecs"]} == {9091}
     assert seen["Caffe2Job"]["backendSpecs"] == {"backendType": "redis", "redisPort": 6379}

@@ -85,6 +85,31 @@ def test_a_tfjob_from_creation_through_restarts_to_its_end() -> None:
     assert world.passes >= 10
 
 
+def test_pods_that_cannot_start_are_named_from_what_the_caches_keep() -> None:
+    world = Checked(tfjob())
+    world.settle()
+    waiting = {"reason": "CreateContainerConfigError", "message": 'secret "s" not found'}
+    world.pod(PODS[0])["status"] = {
+        "phase": "Pending",
+        "initContainerStatuses": [{"name": "fetch", "state": {"waiting": waiting}}],
+        "containerStatuses": [
+            {"name": "tensorflow", "state": {"waiting": {"reason": "PodInitializing"}}}
+        ],
+    }
+    world.settle()
+    assert world.job["status"]["reason"] == "PodNotStarting"
+    world.run()
+    world.settle()
+    ended = {"exitCode": 128, "reason": "StartError", "message": "exec: not found"}
+    world.pod(PODS[1])["status"] = {
+        "phase": "Failed",
+        "containerStatuses": [{"name": "tensorflow", "state": {"terminated": ended}}],
+    }
+    world.step()
+    restarting = [c for c in world.job["status"]["conditions"] if c["type"] == "Restarting"]
+    assert restarting[0]["message"].endswith("(StartError, exit code 128): exec: not found")
+
+
 def test_pods_that_end_before_their_phase_says_so_through_the_cleanup_grace() -> None:
     world = started(Checked(tfjob()))
     world.exit(PODS[0], 0, phase="Running")  # the master, a sidecar still running

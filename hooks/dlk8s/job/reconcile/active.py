@@ -14,10 +14,12 @@ from dataclasses import replace
 
 from dlk8s.job import childnames
 from dlk8s.job.actions import Action, Event
-from dlk8s.job.conditions import clear_condition, set_condition
+from dlk8s.job.conditions import clear_condition, condition_of, set_condition
 from dlk8s.job.config import ControllerConfig
+from dlk8s.job.failurepolicy import Action as FailureAction
+from dlk8s.job.failurepolicy import Judgement
 from dlk8s.job.jobmodel import ChildView, JobContext, JobView, Kind, Slot
-from dlk8s.job.objects import Obj
+from dlk8s.job.objects import Condition, Obj, as_list, is_text
 from dlk8s.job.outcomes import Decision
 from dlk8s.job.reconcile.changes import changes, first_pods
 from dlk8s.job.reconcile.endings import remember
@@ -74,11 +76,12 @@ def _running(ctx: JobContext, views: list[SlotView], strays: list[ChildView]) ->
         finished = finish(job, ending, True)
         return replace(finished, actions=memory.events + finished.actions)
     created, creating = changes(ctx, views, strays, job.restarts + lost)
-    actions = restarts + memory.events + _notices(job, lost) + created
+    actions = restarts + memory.events + _notices(job, views, lost) + created
     actions += ctx.kind.update_children(ctx)
     timers += waits
     requeue = min(timers) if timers else None
-    return Result(actions, active_status(ctx, views, lost, creating), requeue)
+    status = active_status(ctx, views, lost, creating)
+    return Result(actions + not_starting_notice(job, status), status, requeue)
 
 
 def blocked(ctx: JobContext, views: Sequence[SlotView], problems: list[str]) -> Result:
@@ -100,16 +103,27 @@ def blocked(ctx: JobContext, views: Sequence[SlotView], problems: list[str]) -> 
     return Result(actions, status, None)
 
 
-def _notices(job: JobView, lost: int) -> list[Action]:
+def _notices(job: JobView, views: Sequence[SlotView], lost: int) -> list[Action]:
     notices: list[Action] = []
-    if lost:
-        message = f"Recreating {lost} pod(s) deleted or lost (restarts: {job.restarts + lost})"
+    # A pod the operator deleted because it failed left a tombstone that
+    # says so (slots.py): its restart was announced when it was deleted.
+    failed = min(lost, sum(1 for v in views if v.pod is None and _counted(v.judgement)))
+    count = f"(restarts: {job.restarts + lost})"
+    if failed:
+        message = f"Recreating {failed} pod(s) that failed {count}"
+        notices.append(Event(EventType.NORMAL, Reason.RECREATING, message))
+    if lost > failed:
+        message = f"Recreating {lost - failed} pod(s) deleted or lost {count}"
         notices.append(Event(EventType.WARNING, Reason.RECREATING, message))
     if ConditionType.SUSPENDED in job.true_conditions:
         notices.append(
             Event(EventType.NORMAL, Reason.RESUMED, "Resuming the job: creating its pods")
         )
     return notices
+
+
+def _counted(judgement: Judgement | None) -> bool:
+    return judgement is not None and judgement.action == FailureAction.COUNT
 
 
 def _deciders(ctx: JobContext, views: Sequence[SlotView]) -> list[SlotView]:
@@ -122,22 +136,12 @@ def active_status(
     job, now = ctx.job, ctx.job.stamp
     deciders = _deciders(ctx, views)
     running = all(v.settled for v in views) and bool(deciders) and all(v.up for v in deciders)
-    restarting = bool(lost) or any(
+    recreating = bool(lost) or any(
         v.decision in (Decision.RESTART, Decision.REPLACE) for v in views
     )
-    restarting = restarting or (ConditionType.RESTARTING in job.true_conditions and not running)
-    conditions = job.conditions
-    # The pods this pass creates count as created: its status is written
-    # only once every create succeeded (runtime.controller), and a refusal
-    # turns the condition False (refused.py). Said in the creating pass,
-    # the job needs no write of its own for it.
-    sent = {v.slot.name for v in creating}
-    if all((v.pod is not None and not v.terminating) or v.slot.name in sent for v in views):
-        message = f"All {len(views)} pods of the job have been created"
-        conditions = set_condition(
-            conditions, ConditionType.CREATED, True, Reason.CREATED, message, now
-        )
-    waiting = Reason.RESTARTING if restarting else Reason.CREATING
+    restarting = recreating or (ConditionType.RESTARTING in job.true_conditions and not running)
+    conditions = _created(ctx, views, creating)
+    waiting, why = _waiting(views, recreating, restarting)
     if running:
         what = (
             deciders[0].label + " is"
@@ -148,13 +152,13 @@ def active_status(
         conditions = set_condition(
             conditions, ConditionType.RUNNING, True, Reason.RUNNING, message, now
         )
+    elif waiting == Reason.POD_NOT_STARTING:  # said even before the job ever ran
+        conditions = set_condition(conditions, ConditionType.RUNNING, False, waiting, why, now)
     else:
-        message = "Waiting for pods to be created and running"
-        conditions = clear_condition(conditions, ConditionType.RUNNING, waiting, message, now)
+        conditions = clear_condition(conditions, ConditionType.RUNNING, waiting, why, now)
     if restarting:
-        message = "Recreating pods that failed or disappeared"
         conditions = set_condition(
-            conditions, ConditionType.RESTARTING, True, Reason.RESTARTING, message, now
+            conditions, ConditionType.RESTARTING, True, Reason.RESTARTING, _cause(job, views), now
         )
     else:
         message = "Every replica has a pod again"
@@ -172,3 +176,67 @@ def active_status(
         "conditions": conditions,
         "replicaStatuses": replica_statuses(ctx, views, creating),
     }
+
+
+def _created(
+    ctx: JobContext, views: Sequence[SlotView], creating: Sequence[SlotView]
+) -> list[Condition]:
+    """The job's conditions, Created among them once every pod is.
+
+    The pods this pass creates count as created: its status is written
+    only once every create succeeded (runtime.controller), and a refusal
+    turns the condition False (refused.py). Said in the creating pass,
+    the job needs no write of its own for it."""
+    conditions = ctx.job.conditions
+    sent = {v.slot.name for v in creating}
+    if all((v.pod is not None and not v.terminating) or v.slot.name in sent for v in views):
+        message = f"All {len(views)} pods of the job have been created"
+        conditions = set_condition(
+            conditions, ConditionType.CREATED, True, Reason.CREATED, message, ctx.job.stamp
+        )
+    return conditions
+
+
+def _waiting(views: Sequence[SlotView], recreating: bool, restarting: bool) -> tuple[str, str]:
+    """Why a job that is not running yet waits: its reason and message. A
+    pod that cannot start says so unless this pass recreates pods (a
+    replacement may be stuck too: a Secret deleted meanwhile)."""
+    if not recreating:
+        stuck = [v for v in views if v.outcome is not None and v.outcome.not_starting]
+        if stuck:
+            more = f" (and {len(stuck) - 1} more pod(s))" if len(stuck) > 1 else ""
+            first = stuck[0]
+            message = f"{first.label} (pod {first.slot.name}) is not starting: {first.detail}"
+            return Reason.POD_NOT_STARTING, message + more
+    reason = Reason.RESTARTING if restarting else Reason.CREATING
+    return reason, "Waiting for pods to be created and running"
+
+
+def _cause(job: JobView, views: Sequence[SlotView]) -> str:
+    """The Restarting condition's message: the pods being recreated and why,
+    or, while their replacements come up, what the last pass said."""
+    failed = [
+        (v, v.judgement)
+        for v in views
+        if v.judgement is not None
+        and (v.decision in (Decision.RESTART, Decision.REPLACE) or v.pod is None)
+    ]
+    if failed:
+        first, judgement = failed[0]
+        more = f" (and {len(failed) - 1} more pod(s))" if len(failed) > 1 else ""
+        return f"Recreating {first.label} (pod {first.slot.name}): {judgement.what}{more}"
+    before = condition_of(job.conditions, ConditionType.RESTARTING)
+    if before.get("status") == "True" and is_text(before.get("message")):
+        return str(before["message"])
+    return "Recreating pods that failed or disappeared"
+
+
+def not_starting_notice(job: JobView, status: Obj) -> list[Action]:
+    """A Warning once a pod's cause of not starting is new to the status."""
+    if status.get("reason") != Reason.POD_NOT_STARTING:
+        return []
+    now = condition_of(as_list(status.get("conditions")), ConditionType.RUNNING)
+    before = condition_of(job.conditions, ConditionType.RUNNING)
+    if before.get("reason") == now.get("reason") and before.get("message") == now.get("message"):
+        return []
+    return [Event(EventType.WARNING, Reason.POD_NOT_STARTING, str(now.get("message")))]

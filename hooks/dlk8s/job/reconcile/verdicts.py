@@ -105,7 +105,7 @@ def _decide(
     limit, restarts = job.policy.backoff_limit, job.restarts
     retried = [v for v in views if v.decision == Decision.RESTART]
     needed = lost + len(retried)
-    if limit is not None and needed and restarts + needed > limit:
+    if needed and restarts + needed > limit:
         message = (
             f"{needed} more pod restart(s) needed after {restarts}, but backoffLimit is {limit}"
         )

@@ -16,7 +16,14 @@ from dlk8s.job import childnames
 from dlk8s.job.actions import Action
 from dlk8s.job.conditions import clean_conditions
 from dlk8s.job.failurepolicy import read_rules
-from dlk8s.job.jobmodel import Children, ChildView, JobView, Observed, RunPolicy
+from dlk8s.job.jobmodel import (
+    DEFAULT_BACKOFF_LIMIT,
+    Children,
+    ChildView,
+    JobView,
+    Observed,
+    RunPolicy,
+)
 from dlk8s.job.kinds import lookup
 from dlk8s.job.kueue.multikueue import handling, prebuilt_workload
 from dlk8s.job.kueue.workload import queue_label, queue_of
@@ -144,7 +151,7 @@ def run_policy(job: object) -> RunPolicy:
         clean_pod_policy=clean if clean in CleanPodPolicy.ALLOWED else CleanPodPolicy.RUNNING,
         ttl_seconds_after_finished=ttl if ttl >= 0 else None,
         active_deadline_seconds=deadline if deadline > 0 else None,
-        backoff_limit=limit if limit >= 0 else None,
+        backoff_limit=limit if limit >= 0 else DEFAULT_BACKOFF_LIMIT,
         suspend=raw.get("suspend") is True,
         success_policy=success
         if success in SuccessPolicy.ALLOWED
