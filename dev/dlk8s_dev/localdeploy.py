@@ -236,7 +236,14 @@ class OperatorProcess:
                 start_new_session=True,
             )  # fmt: skip
         if wait_ready:
-            self.wait_ready()
+            try:
+                self.wait_ready()
+            except ClusterError:
+                # A process that never became ready is still running: the
+                # caller never gets it to stop (a benchmark's baseline left
+                # one behind).
+                self.kill()
+                raise
         return self
 
     @property
