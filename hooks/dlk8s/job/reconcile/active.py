@@ -81,7 +81,7 @@ def _running(ctx: JobContext, views: list[SlotView], strays: list[ChildView]) ->
     timers += waits
     requeue = min(timers) if timers else None
     status = active_status(ctx, views, lost, creating)
-    return Result(actions + not_starting_notice(job, status), status, requeue)
+    return Result(actions + _not_starting_notice(job, status), status, requeue)
 
 
 def blocked(ctx: JobContext, views: Sequence[SlotView], problems: list[str]) -> Result:
@@ -231,7 +231,7 @@ def _cause(job: JobView, views: Sequence[SlotView]) -> str:
     return "Recreating pods that failed or disappeared"
 
 
-def not_starting_notice(job: JobView, status: Obj) -> list[Action]:
+def _not_starting_notice(job: JobView, status: Obj) -> list[Action]:
     """A Warning once a pod's cause of not starting is new to the status."""
     if status.get("reason") != Reason.POD_NOT_STARTING:
         return []
