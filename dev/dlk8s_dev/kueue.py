@@ -304,7 +304,9 @@ class Kueue:
 
     def _spawn(self) -> None:
         argv = self._argv()
-        with self.log_file.open("wb") as out:
+        # Appended: a Kueue killed and started again (make chaos) keeps the
+        # log of its earlier lives, which is where a fault's story is.
+        with self.log_file.open("ab") as out:
             self.popen = subprocess.Popen(
                 argv,
                 stdout=out,

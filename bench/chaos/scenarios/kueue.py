@@ -280,9 +280,7 @@ class Strikes:
     outage: Outage = field(default_factory=Outage)
 
 
-def strike(
-    suite: Suite, ops: Operators, plan: list[str], rng: random.Random, keep: Path
-) -> Strikes:
+def strike(suite: Suite, ops: Operators, plan: list[str], rng: random.Random) -> Strikes:
     """SIGKILL the operator or Kueue, as `plan` says, at random moments,
     each back after a random pause; never both away at once."""
     kueue = suite.cluster.kueue_process
@@ -300,27 +298,27 @@ def strike(
         # Ready, so that its metrics count what it sends while Kueue is away.
         ops.procs[0].wait_ready()
         with done.outage.window(ops.procs[0]):
-            done.kueue_away.append(restart_kueue(kueue, rng.uniform(0.0, 5.0), keep))
+            done.kueue_away.append(restart_kueue(kueue, rng.uniform(0.0, 5.0)))
         done.kueue += 1
         log(f"Kueue back after {done.kueue_away[-1]:.1f}s")
     return done
 
 
-def restart_kueue(kueue: Kueue, pause: float, keep: Path) -> float:
-    """SIGKILL Kueue's manager, wait `pause`, start it again (its log kept);
-    the seconds until its webhooks answer again."""
+def restart_kueue(kueue: Kueue, pause: float) -> float:
+    """SIGKILL Kueue's manager, wait `pause`, start it again (its log goes
+    on in the same file); the seconds until its webhooks answer again."""
     began = time.monotonic()
     kueue.kill()
     time.sleep(pause)
-    keep_log(kueue, keep)
     kueue.stop()
     kueue.start()
     return time.monotonic() - began
 
 
 def keep_log(kueue: Kueue, keep: Path) -> None:
+    """Kueue's log, every start of it (dlk8s_dev.kueue appends)."""
     if kueue.log_file.exists():
-        shutil.copy(kueue.log_file, keep / f"kueue-{len(list(keep.glob('kueue-*.log')))}.log")
+        shutil.copy(kueue.log_file, keep / "kueue.log")
 
 
 # --- the scenario --------------------------------------------------------------------------------
@@ -348,7 +346,7 @@ def kueue(suite: Suite) -> Row:
     # again by a strike, dies with the thread that started it (dlk8s_dev.pdeath).
     with ThreadPoolExecutor(1) as pool:
         submitting = pool.submit(submit_waves, suite, ns, low, high, waves)
-        strikes = strike(suite, ops, plan, rng, keep)
+        strikes = strike(suite, ops, plan, rng)
         submitting.result()
     names = [job["metadata"]["name"] for job in low + high]
     suite.judge(row, ns, dict.fromkeys(names, "Succeeded"), timeout=600)

@@ -23,9 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
+import tempfile
 import threading
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from bench.chaos.jobs import tfjob
@@ -140,7 +143,28 @@ def multikueue(args: argparse.Namespace) -> Row:
             f"{waves} waves of {per_wave}; worker-1's API server down {LOST_TIMEOUT + 15}s;"
             f" kills: {', '.join(struck)}; deleted on the manager: {len(deleted)}"
         )
+        if row.duplicates or row.orphans or row.lost or row.wrong:
+            keep_evidence(clusters, row, referee)
     return row
+
+
+def keep_evidence(clusters: MultiCluster, row: Row, referee: Referee) -> None:
+    """Every cluster's jobs, Workloads and events, Kueue's and the
+    operator's logs, and the referee's overlaps by job, kept past the
+    clusters' teardown: what explains a figure that must be zero and is not."""
+    keep = Path(tempfile.mkdtemp(prefix="chaos-multikueue-"))
+    for name, cluster in clusters.clusters.items():
+        for what in ("tfjobs", "workloads.kueue.x-k8s.io", "events"):
+            found = cluster.kubectl("get", what, "-n", NAMESPACE, "-o", "yaml", check=False)
+            (keep / f"{name}-{what.split('.')[0]}.yaml").write_text(found.stdout)
+        if cluster.kueue_process is not None and cluster.kueue_process.log_file.exists():
+            shutil.copy(cluster.kueue_process.log_file, keep / f"{name}-kueue.log")
+    for name, process in clusters.operators.items():
+        if process.log_path.exists():
+            shutil.copy(process.log_path, keep / f"{name}-operator.log")
+    (keep / "overlaps.json").write_text(json.dumps(dict(referee.overlaps), indent=1))
+    row.notes.append(f"logs kept in {keep}")
+    log(f"multikueue: logs kept in {keep}")
 
 
 def restart_exited(clusters: MultiCluster) -> None:
