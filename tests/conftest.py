@@ -30,9 +30,7 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 # the real node's jobs that train 1,275 s in one process, the other three
 # 630 to 884 s; moving the demo and MXNet/Caffe2's training out of the first
 # evens them; run 49: training/ 825 s of a run of 839 s, realnode/ 379 s,
-# so the tenants' isolation, 74 s, went to realnode/; run 50: training/ 948
-# s of 960, realnode/ 696 s with a new module, so the ends of real jobs,
-# 70 s, went there too). -n 5 (run 29) took
+# so the tenants' isolation, 74 s, went to realnode/). -n 5 (run 29) took
 # longer and more CPU than -n 4: more clusters alive at once, each costing
 # CPU while it lives.
 E2E_FOLDERS = ("training", "realnode", "kinds", "operator")
