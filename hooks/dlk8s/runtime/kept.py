@@ -61,10 +61,13 @@ def kept_child(obj: Obj) -> Child:
 
 def _pod_status(status: Obj) -> PodStatus:
     kept = cast(PodStatus, _pick(status, _POD_STATUS))
-    for key in ("containerStatuses", "initContainerStatuses"):
-        containers = status.get(key)
-        if isinstance(containers, list):
-            kept[key] = [_container(c) for c in containers if isinstance(c, dict)]
+    containers = status.get("containerStatuses")
+    if isinstance(containers, list):
+        kept["containerStatuses"] = [_container(c) for c in containers if isinstance(c, dict)]
+    # Of init containers only why one cannot start: how they ended is not read.
+    waiting = [_waiting(c) for c in as_list(status.get("initContainerStatuses"))]
+    if any("state" in c for c in waiting):
+        kept["initContainerStatuses"] = waiting
     conditions = _conditions(status, kept.get("containerStatuses", []))
     if conditions:
         kept["conditions"] = conditions
@@ -86,13 +89,19 @@ def _conditions(status: Obj, containers: list[ContainerStatus]) -> list[PodCondi
 
 
 def _container(status: Obj) -> ContainerStatus:
-    kept = cast(ContainerStatus, _pick(status, ("name",)))
     terminated = dig(status, "state", "terminated")
+    if not isinstance(terminated, dict):
+        return _waiting(status)
+    kept = cast(ContainerStatus, _pick(status, ("name",)))
+    kept["state"] = {"terminated": terminated}
+    return kept
+
+
+def _waiting(status: object) -> ContainerStatus:
+    """A container's name, and why it cannot start while it cannot."""
+    kept = cast(ContainerStatus, _pick(as_dict(status), ("name",)))
     waiting = as_dict(dig(status, "state", "waiting"))
-    if isinstance(terminated, dict):
-        kept["state"] = {"terminated": terminated}
-    elif waiting.get("reason") not in (None, *ON_ITS_WAY):
-        # Why it cannot start: kept only while that is so.
+    if waiting.get("reason") not in (None, *ON_ITS_WAY):
         kept["state"] = {"waiting": _pick(waiting, ("reason", "message"))}
     return kept
 
