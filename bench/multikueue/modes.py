@@ -45,19 +45,21 @@ def run_mode(clusters: MultiCluster, mode: str, jobs: int, timeout: float) -> di
         cluster.kubectl("create", "namespace", namespace)
         clusters.local_queue(cluster, namespace)
     target = clusters.manager if mode == "dispatched" else clusters.members["worker-1"]
-    raw = Path(tempfile.mkdtemp(prefix=f"bench-multikueue-{mode}-"))
-    watchers = {
-        name: Watcher(endpoint_of(cluster), namespace, raw / f"{name}.json").start()
-        for name, cluster in clusters.members.items()
-    }
-    log(f"{mode}: {jobs} TFJobs in {namespace}")
-    submitted = submit(Api(endpoint_of(target)), namespace, jobs, mode == "dispatched")
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if sum(w.value("pods_added") for w in watchers.values()) >= jobs * PODS_PER_JOB:
-            break
-        time.sleep(0.2)
-    seen = {name: watcher.stop() for name, watcher in watchers.items()}
+    # The watchers' files live only as long as the run: their figures are returned.
+    with tempfile.TemporaryDirectory(prefix=f"bench-multikueue-{mode}-") as scratch:
+        raw = Path(scratch)
+        watchers = {
+            name: Watcher(endpoint_of(cluster), namespace, raw / f"{name}.json").start()
+            for name, cluster in clusters.members.items()
+        }
+        log(f"{mode}: {jobs} TFJobs in {namespace}")
+        submitted = submit(Api(endpoint_of(target)), namespace, jobs, mode == "dispatched")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if sum(w.value("pods_added") for w in watchers.values()) >= jobs * PODS_PER_JOB:
+                break
+            time.sleep(0.2)
+        seen = {name: watcher.stop() for name, watcher in watchers.items()}
     result = {"namespace": namespace} | figures(submitted, seen)
     for cluster in clusters.clusters.values():
         cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
