@@ -7,7 +7,9 @@ PaddleJob), and the launcher starts it again, in every trainer, each time the
 group re-forms because a trainer came or went. So each start prints the world
 size Paddle gives it, takes the newest checkpoint any trainer of the group
 holds, and trains on from there: a trainer taken away costs a re-formation,
-not the progress.
+not the progress. The group trains to the smallest trainer.passes its
+trainers were started with: lower it on a running job and the job ends
+sooner once a trainer started since joins the group.
 """
 
 import os
@@ -47,6 +49,13 @@ def save(model, epoch):
     os.replace(os.path.join(CHECKPOINT, "epoch.new"), os.path.join(CHECKPOINT, "epoch"))
 
 
+def smallest(value):
+    """The smallest of the group's values: every trainer stops at one epoch."""
+    found = paddle.to_tensor([value], dtype="int64")
+    dist.all_reduce(found, op=dist.ReduceOp.MIN)
+    return int(found.item())
+
+
 def newest_everywhere(model, epoch, rank, world):
     """The newest checkpoint among the group's trainers, given to them all:
     a trainer that just joined has none, one that stayed has the latest."""
@@ -54,12 +63,11 @@ def newest_everywhere(model, epoch, rank, world):
         return epoch, rank
     newest = paddle.to_tensor([epoch], dtype="int64")
     dist.all_reduce(newest, op=dist.ReduceOp.MAX)
-    holder = paddle.to_tensor([rank if epoch == int(newest.item()) else world], dtype="int64")
-    dist.all_reduce(holder, op=dist.ReduceOp.MIN)
+    holder = smallest(rank if epoch == int(newest.item()) else world)
     with paddle.no_grad():
         for parameter in model.parameters():
-            dist.broadcast(parameter, src=int(holder.item()))
-    return int(newest.item()), int(holder.item())
+            dist.broadcast(parameter, src=holder)
+    return int(newest.item()), holder
 
 
 def main():
@@ -69,12 +77,13 @@ def main():
     paddle.seed(0)
     model = paddle.nn.Linear(4, 1)
     epoch, holder = newest_everywhere(model, load(model), rank, world)
+    epochs = EPOCHS if world == 1 else smallest(EPOCHS)
     said = f"trainer {rank}: world size {world}, from epoch {epoch} (trainer {holder}'s)"
     print(said, flush=True)
     parallel = paddle.DataParallel(model)
     optimizer = paddle.optimizer.SGD(learning_rate=0.01, parameters=model.parameters())
     rng = np.random.default_rng(1000 * rank + epoch)
-    while epoch < EPOCHS:
+    while epoch < epochs:
         started = time.monotonic()
         for _ in range(STEPS):
             x = rng.standard_normal((32, 4)).astype("float32")

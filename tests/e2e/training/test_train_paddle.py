@@ -9,10 +9,11 @@ group resumed from, the loss) and on how the pods ended:
 
 - the elastic example starts at its minimum of 2 trainers (a pod of another
   owner takes the third one's room), grows to 3 when that pod goes, gives
-  one back for another such pod, and loses a trainer pod to an eviction:
-  Paddle re-forms the group each time (world sizes 2, 3, 2), every start
-  resumes from the newest checkpoint a trainer holds, the loss falls, no
-  restart is counted, and the job is Done;
+  one back for another such pod, and loses a trainer pod to an eviction
+  after its passes were lowered: Paddle re-forms the group each time (world
+  sizes 2, 3, 2), every start resumes from the newest checkpoint a trainer
+  holds, the group ends at the lowered passes, the loss falls, no restart is
+  counted, and the job is Done;
 - a Paddle program that raises fails the job, its status naming the trainer;
 - the parameter-server example trains to Done on 2 pservers and 2 trainers.
 """
@@ -40,8 +41,10 @@ RUNTIME = "localhost/dlk8s/runtime:local"
 WORLD = re.compile(r"^trainer (\d+): world size (\d+), from epoch (\d+) \(trainer \d+'s\)$", re.M)
 EPOCH = re.compile(r"^epoch (\d+): world size (\d+), loss ([0-9.]+)$", re.M)
 TRAINED = re.compile(r"^trainer \d+: trained: largest weight error ([0-9.]+), tolerance", re.M)
-# Epochs of the elastic job, and the seconds of each (train.py reads both).
-EPOCHS, EPOCH_SECONDS = 240, "0.5"
+# Epochs of the elastic job, and the seconds of each (train.py reads both):
+# more than its changes take on a slow machine, since the test ends it
+# sooner (LAST_EPOCHS after the group's newest when a trainer is evicted).
+EPOCHS, EPOCH_SECONDS, LAST_EPOCHS = 600, "0.5", 20
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +168,11 @@ def test_an_elastic_paddle_job_trains_through_growth_shrinking_and_a_lost_traine
     at_count(lab, ELASTIC, 2)
     shrunk = len(worlds(lab, first))
     printed_world(lab, first, 2, after=shrunk - 1)
+    # Fewer passes, which only the trainer created next carries: the group
+    # re-formed with it ends there, not after the EPOCHS it started with.
+    passes = max(int(n) for n, _, _ in EPOCH.findall(job_log(lab, ELASTIC))) + LAST_EPOCHS
+    patch = json.dumps({"spec": {"trainer": {"passes": passes}}})
+    cluster.kubectl("patch", "paddlejob", ELASTIC, "-n", ns, "--type=merge", "-p", patch)
     # A trainer evicted mid-training (a disruption, as `kubectl drain` makes
     # one): recreated without counting a restart, and the group re-forms.
     evict(cluster, ns, first)
@@ -189,7 +197,9 @@ def test_an_elastic_paddle_job_trains_through_growth_shrinking_and_a_lost_traine
     assert resumed, log
     assert all(epoch > 0 for epoch in resumed), log
     # By epoch: rank 0, which prints them, moves between pods.
-    losses = [float(loss) for _, _, loss in sorted(EPOCH.findall(log), key=lambda e: int(e[0]))]
+    epochs = sorted(EPOCH.findall(log), key=lambda e: int(e[0]))
+    assert int(epochs[-1][0]) == passes, log
+    losses = [float(loss) for _, _, loss in epochs]
     assert losses, log
     assert losses[-1] < losses[0] / 100, log
     errors = [float(e) for e in TRAINED.findall(log)]
