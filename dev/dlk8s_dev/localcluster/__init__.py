@@ -28,6 +28,7 @@ from .kwok import (
     NodeSpec,
     node_manifest,
 )
+from .lostnode import LosableNode, losable_node
 from .tools import (
     DEFAULT_TOOLS_BIN,
     REPO_ROOT,
@@ -53,10 +54,12 @@ __all__ = [
     "WORKDIR_PREFIX",
     "ClusterError",
     "LocalCluster",
+    "LosableNode",
     "NodeSpec",
     "_http_ok",
     "free_port",
     "leftover_processes",
+    "losable_node",
     "missing_tools",
     "node_manifest",
     "own_prefix",

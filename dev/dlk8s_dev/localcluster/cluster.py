@@ -356,6 +356,10 @@ class LocalCluster:
     def _apiserver_ready(self) -> bool:
         return https_ok(f"{self.server}/readyz", self.token, self.ca_file)
 
+    def kwok_files(self) -> tuple[str, Path, Path]:
+        """kwok's binary, its stages and its kubeconfig: another kwok's to use."""
+        return self._tool("kwok"), self.workdir / "kwok.yaml", self._component_kubeconfig("kwok")
+
     def _component_kubeconfig(self, name: str) -> Path:
         return self.write_kubeconfig(
             self.workdir / f"{name}.kubeconfig", self._component_tokens[name], user=name

@@ -173,12 +173,20 @@ def scheduler_argv(scheduler: str, config: Path, port: int) -> list[str]:
     return [scheduler, f"--config={config}", "--bind-address=127.0.0.1", f"--secure-port={port}"]
 
 
-def kwok_argv(kwok: str, config: Path, kubeconfig: Path, server_port: int) -> list[str]:
+def kwok_argv(
+    kwok: str, config: Path, kubeconfig: Path, server_port: int, node: str | None = None
+) -> list[str]:
+    """`node`: the one node this kwok plays (lostnode.py), else every fake node."""
+    manage = (
+        f"--manage-single-node={node}"
+        if node
+        else f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake"
+    )
     return [
         kwok,
         f"--config={config}",
         f"--kubeconfig={kubeconfig}",
-        f"--manage-nodes-with-annotation-selector={FAKE_NODE_ANNOTATION}=fake",
+        manage,
         "--cidr=10.0.0.1/16",
         "--node-ip=10.0.0.1",
         "--node-lease-duration-seconds=40",

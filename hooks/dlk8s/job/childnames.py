@@ -64,6 +64,16 @@ def pod_name(job: str, role: str, index: int) -> str:
     return child_name(job, role, index)
 
 
+def free_pod_name(job: str, role: str, index: int, taken: set[str]) -> str:
+    """The slot's own pod name, or while a pod stuck terminating holds it
+    (reconcile.stuck), the first of `{name}-r1`, `{name}-r2`, ... not taken:
+    the same world always gives the same name."""
+    name, tries = pod_name(job, role, index), 1
+    while name in taken:
+        name, tries = child_name(job, role, index, f"r{tries}"), tries + 1
+    return name
+
+
 def tensorboard_name(job: str) -> str:
     return child_name(job, "tensorboard")
 

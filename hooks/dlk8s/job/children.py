@@ -116,7 +116,7 @@ def manifest(
     return {"apiVersion": api_kind[0], "kind": api_kind[1], "metadata": metadata, **body}
 
 
-def pod_for_slot(ctx: JobContext, slot: Slot, restart_count: int) -> Obj:
+def pod_for_slot(ctx: JobContext, slot: Slot, restart_count: int, name: str | None = None) -> Obj:
     """The pod of one slot, from its template (deep-copied, so the job's own
     spec is never modified).
 
@@ -125,6 +125,10 @@ def pod_for_slot(ctx: JobContext, slot: Slot, restart_count: int) -> Obj:
     in place would hide the MASTER's, and the job could never fail) and
     counts every restart against backoffLimit. The seeds' templates say
     OnFailure; replicaSpecs[].restartPolicy is where that choice lives now.
+
+    `name`: another name than the slot's, for a pod that replaces one stuck
+    terminating under it (reconcile.stuck); its hostname stays the slot's
+    name, which the programs may know themselves by (torchrun's host does).
     """
     template = slot.replica.template
     template_meta = as_dict(template.get("metadata"))
@@ -138,7 +142,9 @@ def pod_for_slot(ctx: JobContext, slot: Slot, restart_count: int) -> Obj:
         # On the host network a pod gets the node's resolver by default and
         # could not look up the other replicas' Services.
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
-    return manifest(POD, ctx, slot.name, labels, {"spec": spec}, annotations)
+    if name is not None and name != slot.name:
+        spec.setdefault("hostname", slot.name)
+    return manifest(POD, ctx, name or slot.name, labels, {"spec": spec}, annotations)
 
 
 def headless_service(

@@ -76,6 +76,7 @@ class PodStatus(TypedDict, total=False):
 
 class ChildSpec(TypedDict, total=False):
     schedulingGates: list[dict[str, str]]  # a PaddleJob trainer's admission
+    nodeName: str  # where a pod stuck terminating is (reconcile.stuck says so)
 
 
 class Child(TypedDict, total=False):

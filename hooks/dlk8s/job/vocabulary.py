@@ -119,6 +119,9 @@ class Reason:
     # A pod is pending on what only a person can fix (a missing Secret or
     # ConfigMap, an image that cannot be pulled): the kubelet's words follow.
     POD_NOT_STARTING: Final = "PodNotStarting"
+    # A pod still there well after its deletion's grace period ended: its
+    # node does not answer. Replaced beside it (reconcile.stuck).
+    POD_STUCK: Final = "PodStuckTerminating"
     TTL_EXPIRED: Final = "TTLExpired"
     CREATE: Final = "SuccessfulCreate"
     DELETE: Final = "SuccessfulDelete"

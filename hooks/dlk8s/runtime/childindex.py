@@ -25,7 +25,7 @@ from typing import Any, Final
 
 from dlk8s.job.failurepolicy import worth_remembering
 from dlk8s.job.jobmodel import Observed
-from dlk8s.job.objects import Obj
+from dlk8s.job.objects import Obj, replica_key
 from dlk8s.job.vocabulary import API_VERSION
 from dlk8s.runtime.apiresources import JOB_RESOURCES, OWNED_RESOURCES
 from dlk8s.runtime.informer import DELETED
@@ -64,7 +64,7 @@ class ChildIndex:
         before = None
         with self._lock:
             if group == PODS:
-                self._tombstone(uid, name, obj if event == DELETED else None)
+                self._tombstone(uid, obj, event == DELETED)
             if event != DELETED:
                 before = self._by_owner[uid][group].get(name)
                 self._by_owner[uid][group][name] = obj
@@ -74,17 +74,24 @@ class ChildIndex:
                     del self._by_owner[uid]
         return owner, before
 
-    def _tombstone(self, uid: str, name: str, last: Obj | None) -> None:
-        """Lay the pod's tombstone (`last`: its last state), or lift it: a
-        pod of that name exists again. Expired ones go first."""
-        now = self._clock()
+    def _tombstone(self, uid: str, pod: Obj, deleted: bool) -> None:
+        """Lay the tombstone of a deleted pod (its last state), or lift
+        those of its name and of its slot: a pod fills it again (under
+        another name, while one stuck terminating holds the slot's: job.
+        reconcile.stuck). Expired ones go first."""
+        now, name = self._clock(), pod["metadata"]["name"]
         while self._laid and self._laid[0][0] <= now - TOMBSTONE_SECONDS:
-            _, owner, pod = self._laid.popleft()
-            self._lift(owner, pod, before=now - TOMBSTONE_SECONDS)
-        if last is None or not worth_remembering(last):
+            _, owner, grave = self._laid.popleft()
+            self._lift(owner, grave, before=now - TOMBSTONE_SECONDS)
+        key = replica_key(pod)
+        if not deleted and key is not None:
+            graves = self._gone.get(uid, {})
+            for other in [n for n, (_, last) in graves.items() if replica_key(last) == key]:
+                self._lift(uid, other)
+        if not deleted or not worth_remembering(pod):
             self._lift(uid, name)
             return
-        self._gone.setdefault(uid, {})[name] = (now, last)
+        self._gone.setdefault(uid, {})[name] = (now, pod)
         self._laid.append((now, uid, name))
 
     def _lift(self, uid: str, name: str, before: float | None = None) -> None:

@@ -243,9 +243,12 @@ class Executor:
                 action.api_version, action.kind, action.namespace, action.name, action.uid
             )
         if isinstance(action, Patch):
-            self.api.patch(
-                action.api_version, action.kind, action.namespace, action.name, action.patch
-            )
+            try:
+                self.api.patch(
+                    action.api_version, action.kind, action.namespace, action.name, action.patch
+                )
+            except (NotFoundError, ConflictError):
+                return False  # gone, or (a uid in the patch) a newer object of that name
         elif isinstance(action, ReplaceStatus):
             self.api.replace_status(action.obj)
             return True

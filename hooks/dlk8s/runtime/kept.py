@@ -9,6 +9,7 @@ memory per thousand jobs), so the caches keep only what is read:
 - of a child, what reconcile, the kinds and the executor read of a child
   they did not build: its identity, labels, annotations, owners, deletion,
   and of a pod its scheduling gates (a PaddleJob trainer's admission), its
+  node (named when it is stuck terminating there), its
   phase, failure reason, the end of each container (or, while one cannot
   start, the kubelet's reason and message for that) and the conditions
   podFailurePolicy reads (DisruptionTarget always, the others once the pod
@@ -50,9 +51,12 @@ _CONDITION: Final = tuple(PodCondition.__annotations__)
 def kept_child(obj: Obj) -> Child:
     kept = cast(Child, _pick(obj, ("apiVersion", "kind")))
     kept["metadata"] = cast(ObjectMeta, _pick(as_dict(obj.get("metadata")), _CHILD_METADATA))
-    gates = dig(obj, "spec", "schedulingGates")
-    if gates:
-        kept["spec"] = ChildSpec(schedulingGates=gates)
+    spec = as_dict(obj.get("spec"))
+    kept_spec = cast(ChildSpec, _pick(spec, ("nodeName",)))  # only a pod's has one
+    if spec.get("schedulingGates"):
+        kept_spec["schedulingGates"] = spec["schedulingGates"]
+    if kept_spec:
+        kept["spec"] = kept_spec
     status = obj.get("status")
     if isinstance(status, dict):  # only a pod's has anything read
         kept["status"] = _pod_status(status)

@@ -10,7 +10,8 @@ pass follows anyway.
 
 What changes a job's phase or state (reconcile.active, reconcile.finished):
 - a child deleted or being deleted (a lost pod is recreated and counted as
-  a restart; the cleanup of a finished job ends);
+  a restart; the cleanup of a finished job ends), or a pod taken out of
+  its slot (one stuck terminating: its replacement is created);
 - a pod that fails (a restart, or the job's failure);
 - the deciding pods all up (Running or done: the job turns Running), all
   succeeded (the job succeeds), or one of them no longer up.
@@ -157,6 +158,8 @@ def _may_change_state(change: _Change) -> bool:
     before, after, group = change.before, change.after, change.group
     if after is None:
         return before is not None
+    if group == "pods" and before is not None and replica_key(before) != replica_key(after):
+        return True  # it left its slot (reconcile.stuck): the replacement is due
     if is_terminating(after):
         return before is None or not is_terminating(before)
     if before is None:

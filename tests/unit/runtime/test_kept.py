@@ -187,6 +187,7 @@ def test_a_kept_pod_is_a_fraction_of_the_pod() -> None:
     assert kept == {
         "kind": "Pod",
         "metadata": {"name": "p", "labels": {"a": "b"}},
+        "spec": {"nodeName": "kwok-node-0"},
         "status": {"phase": "Running", "podIP": "10.0.0.2"},
     }
     assert "managedFields" not in kept_job(served)["metadata"]

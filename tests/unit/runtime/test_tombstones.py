@@ -52,6 +52,24 @@ def test_a_deleted_pod_that_failed_or_was_disrupted_leaves_its_last_state() -> N
     assert index.observed("another-job").gone == []
 
 
+def test_a_pod_of_that_slot_under_another_name_lifts_the_tombstone() -> None:
+    """A replacement named beside a pod stuck terminating (job.reconcile.
+    stuck) fills the slot: the last pod gone from it says nothing more."""
+    index = ChildIndex(Clock())
+    slot = {"dlk8s.io/replica-type": "worker", "dlk8s.io/replica-index": "0"}
+    gone = pod("j-worker-0-r1", **DISRUPTED)
+    gone["metadata"]["labels"] = slot
+    index.apply("pods", DELETED, gone)
+    other = pod("j-worker-1", phase="Pending")
+    other["metadata"]["labels"] = slot | {"dlk8s.io/replica-index": "1"}
+    index.apply("pods", ADDED, other)
+    assert [p["metadata"]["name"] for p in index.observed(UID).gone] == ["j-worker-0-r1"]
+    again = pod("j-worker-0", phase="Pending")
+    again["metadata"]["labels"] = slot
+    index.apply("pods", ADDED, again)
+    assert index.observed(UID).gone == []
+
+
 def test_a_pod_of_that_name_again_lifts_the_tombstone() -> None:
     index = ChildIndex(Clock())
     index.apply("pods", DELETED, pod("a", **DISRUPTED))

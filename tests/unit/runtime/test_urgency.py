@@ -143,8 +143,18 @@ def test_a_change_no_pass_reads_runs_none() -> None:
     assert when("TFJob", "pods", pod("worker"), bound, never) is Urgency.NONE
     up = pod("worker", phase="Running")
     assert when("TFJob", "pods", pod("worker"), up, lambda: [up]) is not Urgency.NONE
-    relabelled = pod("worker") | {"metadata": pod("worker")["metadata"] | {"labels": {}}}
+    labels = pod("worker")["metadata"]["labels"]
+    relabelled = pod("worker") | {"metadata": {"labels": labels | {"team": "a"}}}
     assert when("TFJob", "pods", pod("worker"), relabelled, never) is Urgency.LATER
+
+
+def test_a_pod_out_of_its_slot_runs_now() -> None:
+    """reconcile.stuck takes a pod stuck terminating out of its slot by its
+    index label: the pass that creates its replacement is due at once."""
+    labels = pod("worker")["metadata"]["labels"]
+    out = {k: v for k, v in labels.items() if k != "dlk8s.io/replica-index"}
+    detached = pod("worker") | {"metadata": pod("worker")["metadata"] | {"labels": out}}
+    assert when("TFJob", "pods", pod("worker"), detached, never) is Urgency.NOW
 
 
 def test_the_echo_of_the_job_s_own_create_runs_none_unless_its_pod_waits_behind_our_gate() -> None:

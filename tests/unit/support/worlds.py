@@ -1,8 +1,9 @@
 """A small in-memory world that plays the I/O side for the pure reconcile.
 
 It executes the actions (creates get a uid and start Pending, deletes honour
-the uid precondition), writes the status, and lets a test move pods through
-their phases. Shared by the reconcile tests of every kind.
+the uid precondition, and merge patches a uid in them), writes the status,
+and lets a test move pods through their phases. Shared by the reconcile
+tests of every kind.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from dlk8s.job.actions import Create, Delete, DeleteJob, Event
+from dlk8s.job.actions import Create, Delete, DeleteJob, Event, Patch
 from dlk8s.job.config import parse_config
 from dlk8s.job.reconcile import Observed, Result, reconcile
 from dlk8s.job.reconcile.finished import CLEANUP_GRACE_SECONDS
@@ -87,6 +88,8 @@ class World:
                 self._create(copy.deepcopy(action.obj))
             elif isinstance(action, Delete):
                 self._delete(action, graceful)
+            elif isinstance(action, Patch) and (action.kind, action.name) in self.children:
+                self._patch(action)
             elif isinstance(action, DeleteJob):
                 self.job_deleted = True
         self.job["status"] = copy.deepcopy(result.status)
@@ -122,6 +125,13 @@ class World:
             obj["metadata"]["deletionTimestamp"] = STAMP
         else:
             del self.children[(action.kind, action.name)]
+
+    def _patch(self, action: Patch) -> None:
+        """A JSON merge patch (RFC 7386); a uid in it is a precondition."""
+        obj = self.children[(action.kind, action.name)]
+        uid = action.patch.get("metadata", {}).get("uid")
+        if uid is None or uid == obj["metadata"]["uid"]:
+            merge_patch(obj, action.patch)
 
     # --- what the cluster does to pods --------------------------------------
 
@@ -260,6 +270,16 @@ def invalid_spec(job: dict[str, Any], config: Any) -> str:
     assert creates(result, "Pod") == []
     [event] = [a for a in result.actions if isinstance(a, Event)]
     return event.message
+
+
+def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_patch(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
 
 
 def creates(result: Result, kind: str) -> list[str]:

@@ -1,6 +1,7 @@
 """The active path: a valid job that has not finished and is not suspended.
 
-Recreate what failed or vanished, create what is missing, remember how
+Recreate what failed or vanished, replace what is stuck on a lost node
+(stuck.py), create what is missing, remember how
 pods ended (endings.py) and decide the outcome (verdicts.py: the success
 policy, podFailurePolicy, the deadline and backoffLimit). When the
 operator's own configuration stops it from building the job (preflight),
@@ -27,6 +28,7 @@ from dlk8s.job.reconcile.finished import finish
 from dlk8s.job.reconcile.queued import admitted, gate, is_queued
 from dlk8s.job.reconcile.restarts import lost_pods, restart_actions
 from dlk8s.job.reconcile.slots import SlotView, match_pods, replica_statuses
+from dlk8s.job.reconcile.stuck import stuck_pods
 from dlk8s.job.reconcile.suspended import suspended
 from dlk8s.job.reconcile.verdicts import verdict
 from dlk8s.job.reconcile.view import MEMORY_FIELDS, Result
@@ -71,14 +73,15 @@ def _running(ctx: JobContext, views: list[SlotView], strays: list[ChildView]) ->
     ctx = replace(ctx, job=job)
     lost = lost_pods(ctx, views, memory)
     restarts, waits = restart_actions(views, job.restarts, job.now)
+    detached, stuck = stuck_pods(views, job.children.pods, job.now)
     ending, timers = verdict(ctx, views, lost, memory.failed)
     if ending is not None:
         finished = finish(job, ending, True)
         return replace(finished, actions=memory.events + finished.actions)
     created, creating = changes(ctx, views, strays, job.restarts + lost)
-    actions = restarts + memory.events + _notices(job, views, lost) + created
+    actions = restarts + detached + memory.events + _notices(job, views, lost) + created
     actions += ctx.kind.update_children(ctx)
-    timers += waits
+    timers += waits + stuck
     requeue = min(timers) if timers else None
     status = active_status(ctx, views, lost, creating)
     return Result(actions + _not_starting_notice(job, status), status, requeue)
@@ -206,7 +209,7 @@ def _waiting(views: Sequence[SlotView], recreating: bool, restarting: bool) -> t
         if stuck:
             more = f" (and {len(stuck) - 1} more pod(s))" if len(stuck) > 1 else ""
             first = stuck[0]
-            message = f"{first.label} (pod {first.slot.name}) is not starting: {first.detail}"
+            message = f"{first.label} (pod {first.pod_name}) is not starting: {first.detail}"
             return Reason.POD_NOT_STARTING, message + more
     reason = Reason.RESTARTING if restarting else Reason.CREATING
     return reason, "Waiting for pods to be created and running"
@@ -224,7 +227,7 @@ def _cause(job: JobView, views: Sequence[SlotView]) -> str:
     if failed:
         first, judgement = failed[0]
         more = f" (and {len(failed) - 1} more pod(s))" if len(failed) > 1 else ""
-        return f"Recreating {first.label} (pod {first.slot.name}): {judgement.what}{more}"
+        return f"Recreating {first.label} (pod {first.pod_name}): {judgement.what}{more}"
     before = condition_of(job.conditions, ConditionType.RESTARTING)
     if before.get("status") == "True" and is_text(before.get("message")):
         return str(before["message"])

@@ -24,12 +24,14 @@ from collections.abc import Sequence
 
 from dlk8s.job.accelerators import inject_accelerators
 from dlk8s.job.actions import Action, create_actions, delete_actions
+from dlk8s.job.childnames import free_pod_name
 from dlk8s.job.children import CONFIG_MAP, DEPLOYMENT, POD, SERVICE, headless_service, pod_for_slot
 from dlk8s.job.jobmodel import ChildView, JobContext, Slot
 from dlk8s.job.kueue.workload import place
 from dlk8s.job.network import NETWORK_POLICY, job_network_policy
 from dlk8s.job.objects import Obj, dig
 from dlk8s.job.reconcile.slots import SlotView
+from dlk8s.job.reconcile.stuck import is_stuck
 
 Target = tuple[Obj, tuple[str, str]]  # a child and its (apiVersion, kind)
 
@@ -39,8 +41,9 @@ def changes(
 ) -> tuple[list[Action], list[SlotView]]:
     """The creates and deletes of the pass, and the slots whose pods it
     creates. `restarts`: the count each new pod carries in its annotation."""
-    creating = _missing_pods(views, ctx.job.children.pods)
-    pods = [_build_pod(ctx, v.slot, restarts) for v in creating]
+    names = _missing_pods(ctx, views)
+    creating = [view for view, _ in names]
+    pods = [_build_pod(ctx, v.slot, restarts, name) for v, name in names]
     others, unwanted = _other_children(ctx, views)
     leftover = [(pod.obj, POD) for pod in strays if not pod.terminating]
     # The Secrets the pods read go with every pass that creates pods, not
@@ -56,15 +59,24 @@ def changes(
     return actions, creating
 
 
-def _missing_pods(views: Sequence[SlotView], pods: Sequence[ChildView]) -> list[SlotView]:
-    """Slots whose pod is to be created now. A name still held by any pod
-    (even one being deleted) must be freed first: never two pods of one name."""
+def _missing_pods(ctx: JobContext, views: Sequence[SlotView]) -> list[tuple[SlotView, str]]:
+    """Slots whose pod is to be created now, and its name. A slot whose pod
+    is being deleted is filled (it is its view's pod) until that pod is gone.
+    A name held by another pod must be freed first (never two pods of one
+    name), unless that pod is stuck terminating (stuck.py): then the
+    replacement gets the next free name."""
+    pods, job, now = ctx.job.children.pods, ctx.job.name, ctx.job.now
     taken = {pod.name for pod in pods}
-    return [v for v in views if v.pod is None and v.slot.name not in taken]
+    freed_first = {pod.name for pod in pods if not is_stuck(pod, now)}
+    return [
+        (v, free_pod_name(job, v.slot.role, v.slot.index, taken))
+        for v in views
+        if v.pod is None and v.slot.name not in freed_first
+    ]
 
 
-def _build_pod(ctx: JobContext, slot: Slot, restarts: int) -> Obj:
-    pod = ctx.kind.decorate_pod(ctx, slot, pod_for_slot(ctx, slot, restarts))
+def _build_pod(ctx: JobContext, slot: Slot, restarts: int, name: str | None = None) -> Obj:
+    pod = ctx.kind.decorate_pod(ctx, slot, pod_for_slot(ctx, slot, restarts, name))
     inject_accelerators(pod["spec"], ctx.config.accelerators)
     if ctx.placements is not None and slot.role in ctx.placements:
         pod = place(pod, ctx.placements[slot.role])

@@ -107,7 +107,7 @@ def _failure(view: SlotView, judgement: Judgement) -> Obj:
     entry: Obj = {
         "replicaType": view.slot.role,
         "index": view.slot.index,
-        "pod": view.slot.name,
+        "pod": view.pod_name,
         "exitCode": judgement.exit_code,
     }
     if judgement.exit_reason:
@@ -125,7 +125,7 @@ def _uncounted(view: SlotView, judgement: Judgement, now: str) -> Obj:
     return {
         "replicaType": view.slot.role,
         "index": view.slot.index,
-        "pod": view.slot.name,
+        "pod": view.pod_name,
         "uid": view.uid,
         "reason": reason,
         "message": message,
@@ -134,7 +134,7 @@ def _uncounted(view: SlotView, judgement: Judgement, now: str) -> Obj:
 
 
 def _event(view: SlotView, judgement: Judgement) -> Event:
-    who = f"{view.label} (pod {view.slot.name})"
+    who = f"{view.label} (pod {view.pod_name})"
     after = "; recreating it without counting a restart"
     if judgement.disruption is not None:
         reason, message = judgement.disruption

@@ -1,6 +1,7 @@
 """The finished path: a job whose status says Succeeded or Failed.
 
-Only cleanup per cleanPodPolicy and the TTL remain; a finished job never gets
+Only cleanup per cleanPodPolicy (which does not wait for a pod stuck
+terminating on a node that no longer answers) and the TTL remain; a finished job never gets
 a pod created again. A fresh verdict (from the active or invalid path) is
 recorded here too: completionTime, the Succeeded or Failed condition, and the
 event that says why.
@@ -32,6 +33,7 @@ from dlk8s.job.objects import (
     later,
 )
 from dlk8s.job.outcomes import FAILED, SUCCEEDED, has_stopped, pod_outcome, replica_status
+from dlk8s.job.reconcile.stuck import stuck_at
 from dlk8s.job.reconcile.view import Result, Verdict
 from dlk8s.job.vocabulary import CleanPodPolicy, EventType, Phase, Reason, State
 
@@ -62,14 +64,14 @@ def finish(job: JobView, verdict: Verdict | None, usable: bool) -> Result:
         reason = written if isinstance(written, str) and written else state
         if job.completion_time and job.completed_at:
             completion, finished_at = job.completion_time, job.completed_at
-    targets = cleanup_targets(job)
+    targets, stuck = _unless_stuck(job, cleanup_targets(job))
     # Services wait with the pods: a replica that is ending may still use them.
     grace = grace_left(job, state, finished_at) if any(k == POD for _, k in targets) else 0.0
     phase = Phase.CLEANUP if targets else (Phase.DONE if state == State.SUCCEEDED else Phase.FAILED)
     counts = final_counts(job) or finished_replica_statuses(job, usable)
     ttl_actions, requeue = ttl(job, finished_at)
-    if grace:
-        requeue = grace if requeue is None else min(requeue, grace)
+    for wait in ([grace] if grace else []) + stuck:
+        requeue = wait if requeue is None else min(requeue, wait)
     conditions = job.conditions
     actions: list[Action] = []
     if verdict is not None:
@@ -95,6 +97,23 @@ def finish(job: JobView, verdict: Verdict | None, usable: bool) -> Result:
         "replicaStatuses": counts,
     }
     return Result(actions + ttl_actions, status, requeue)
+
+
+def _unless_stuck(
+    job: JobView, targets: list[tuple[ChildView, tuple[str, str]]]
+) -> tuple[list[tuple[ChildView, tuple[str, str]]], list[float]]:
+    """The cleanup's targets but pods stuck terminating on a node that does
+    not answer (stuck.py): the cleanup cannot end them, and does not wait
+    for them. Also the seconds until a terminating one would be stuck."""
+    kept, waits = [], []
+    for child, api_kind in targets:
+        at = stuck_at(child) if api_kind == POD else None
+        if at is not None and at <= job.now:
+            continue
+        if at is not None:
+            waits.append((at - job.now).total_seconds())
+        kept.append((child, api_kind))
+    return kept, waits
 
 
 def final_counts(job: JobView) -> list[object] | None:

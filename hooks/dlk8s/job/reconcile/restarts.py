@@ -100,7 +100,7 @@ def restart_actions(
             continue
         counted = view.decision == Decision.RESTART
         what = "Restarting" if counted else "Recreating, without counting a restart,"
-        message = f"{what} {view.label}: {view.detail}; deleting pod {view.slot.name}"
+        message = f"{what} {view.label}: {view.detail}; deleting pod {view.pod_name}"
         reason = Reason.RESTARTING if counted else Reason.RECREATING
         actions.append(delete_of(view.pod.obj, *POD, Event(EventType.WARNING, reason, message)))
     return actions, waits

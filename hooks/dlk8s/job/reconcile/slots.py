@@ -68,6 +68,12 @@ class SlotView:
         return f"{self.slot.role} {self.slot.index}"
 
     @property
+    def pod_name(self) -> str:
+        """The judged pod's name: the slot's, or another while a pod stuck
+        terminating holds it (stuck.py)."""
+        return self.subject.name if self.subject else self.slot.name
+
+    @property
     def up(self) -> bool:
         """Running, or already done (a decider that waits for its peers)."""
         return self.outcome is not None and self.outcome.phase in ("Running", "Succeeded")
@@ -87,17 +93,23 @@ def match_pods(ctx: JobContext) -> tuple[list[SlotView], list[ChildView]]:
             groups.setdefault(pod.key, []).append(pod)
         else:
             strays.append(pod)
-    gone = {pod.name: pod for pod in ctx.job.children.gone if pod.key is not None}
+    # A slot's pod may have another name than the slot's (stuck.py): the
+    # last states of deleted pods are found by their labels too.
+    gone: dict[tuple[str, int], ChildView] = {}
+    for pod in sorted(ctx.job.children.gone, key=lambda p: p.name):
+        if pod.key is not None:
+            gone.setdefault(pod.key, pod)
     views = []
     for slot in ctx.slots:
-        candidates = groups.get((slot.role.lower(), slot.index), [])
-        # Prefer the pod with the slot's own name, then one not being deleted.
-        candidates.sort(key=lambda p: (p.name != slot.name, p.terminating, p.name))
+        key = (slot.role.lower(), slot.index)
+        candidates = groups.get(key, [])
+        # Prefer a pod not being deleted, then the one with the slot's name.
+        candidates.sort(key=lambda p: (p.terminating, p.name != slot.name, p.name))
         strays += candidates[1:]
         if candidates:
             views.append(_view(ctx, slot, candidates[0]))
         else:
-            views.append(_gone_view(ctx, slot, gone.get(slot.name)))
+            views.append(_gone_view(ctx, slot, gone.get(key)))
     return views, strays
 
 

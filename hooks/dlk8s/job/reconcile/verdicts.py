@@ -181,7 +181,7 @@ def _names_one_of(entry: Obj, views: Sequence[SlotView]) -> bool:
 def _with_late(verdict: Verdict, late: Sequence[SlotView]) -> Verdict:
     if not late or verdict.state != State.SUCCEEDED:
         return verdict
-    named = ", ".join(f"{v.label} (pod {v.slot.name}, {v.detail})" for v in late[:NAMED])
+    named = ", ".join(f"{v.label} (pod {v.pod_name}, {v.detail})" for v in late[:NAMED])
     more = f" and {len(late) - NAMED} more" if len(late) > NAMED else ""
     message = f"{verdict.message}; not counted, as they ended as the group finished: {named}{more}"
     return Verdict(verdict.state, verdict.reason, message)
@@ -243,7 +243,7 @@ def listing(failed: Sequence[Obj]) -> str:
 def _failure(view: SlotView) -> Verdict:
     judgement = view.judgement
     what = judgement.what if judgement is not None else view.detail
-    who = f"{view.label} (pod {view.slot.name})"
+    who = f"{view.label} (pod {view.pod_name})"
     if judgement is not None and judgement.rule is not None:
         message = f"{who} failed: {what}, matching {judgement.why}"
         return Verdict(State.FAILED, Reason.POD_FAILURE_POLICY, message)
