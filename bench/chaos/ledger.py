@@ -8,6 +8,7 @@ import itertools
 import threading
 import time
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,7 @@ from bench.common.operator import (
 
 @dataclass
 class Life:
+    uid: str
     namespace: str
     job: str
     slot: tuple[str, str]  # (replica type, index)
@@ -73,7 +75,8 @@ class Ledger:
         job, version = labels.get(LABEL_JOB_NAME, ""), int(meta.get("resourceVersion") or 0)
         with self._lock:
             life = self.pods.setdefault(
-                meta["uid"], Life(meta["namespace"], job, slot, owner_uid(meta), version=version)
+                meta["uid"],
+                Life(meta["uid"], meta["namespace"], job, slot, owner_uid(meta), version=version),
             )
             life.phase = (pod.get("status") or {}).get("phase", "")
 
@@ -94,11 +97,16 @@ def duplicates(ledger: Ledger, namespace: str) -> int:
     return sum(n - 1 for n in per_slot.values() if n > 1)
 
 
-def overlaps(ledger: Ledger, namespace: str) -> int:
+def overlaps(ledger: Ledger, namespace: str, lost_with_node: Collection[str] = ()) -> int:
     """Pods created while another pod of their slot still existed: the
-    duplicates of a scenario in which pods are disrupted and recreated."""
+    duplicates of a scenario in which pods are disrupted and recreated.
+    `lost_with_node`: the uids of pods on a node that is gone (its kubelet
+    dead): still there, but running nowhere, so their replacements overlap
+    nothing."""
     lives: dict[tuple[str, tuple[str, str]], list[Life]] = {}
     for life in ledger.of(namespace):
+        if life.uid in lost_with_node:
+            continue
         lives.setdefault((life.owner, life.slot), []).append(life)
     count = 0
     for group in lives.values():

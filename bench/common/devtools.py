@@ -3,7 +3,8 @@ name bench uses of it, each for a reason below. No other module of bench
 imports ``dlk8s_dev`` (tests/unit/project/test_bench_layout.py).
 
 - ``LocalCluster``, ``NodeSpec``, ``ClusterError``: the local control plane
-  with its kwok nodes, and what its failures raise;
+  with its kwok nodes, and what its failures raise; ``losable_node``: a
+  node whose kubelet (a kwok of its own) the chaos suite kills;
 - ``EXIT_CODE_ANNOTATION``, ``RUN_DURATION_ANNOTATION``: the annotations on
   which kwok ends a pod, after how long and with which exit code;
 - ``Install``, ``install_chart``, ``OperatorProcess``: the chart installed on
@@ -32,6 +33,7 @@ from dlk8s_dev.localcluster import (
     LocalCluster,
     NodeSpec,
     free_port,
+    losable_node,
     pinned_versions,
 )
 from dlk8s_dev.localdeploy import Install, OperatorProcess, install_chart
@@ -59,6 +61,7 @@ __all__ = [
     "install_chart",
     "interrupt_on_termination",
     "issue",
+    "losable_node",
     "make_ca",
     "pinned_versions",
     "with_files_at",

@@ -1,7 +1,8 @@
 """The chaos suite's scenarios, one module each, in the order they run.
 
 ``SCENARIOS`` run on a cluster without Kueue: operator_kill,
-apiserver_restart, sigstop_compact, leader_kill, hostile, drain_taint.
+apiserver_restart, sigstop_compact, leader_kill, hostile, drain_taint,
+lost_node, operator_away.
 ``KUEUE_SCENARIOS`` (kueue) run on a second cluster, with Kueue beside it.
 ``MULTIKUEUE_SCENARIOS`` (multikueue) run on clusters of their own, a
 MultiKueue manager and two workers; they take the suite's arguments.
@@ -15,10 +16,21 @@ from bench.chaos.scenarios.drain_taint import drain_taint
 from bench.chaos.scenarios.hostile import hostile
 from bench.chaos.scenarios.kueue import kueue
 from bench.chaos.scenarios.leader_kill import leader_kill
+from bench.chaos.scenarios.lost_node import lost_node
 from bench.chaos.scenarios.multikueue import multikueue
+from bench.chaos.scenarios.operator_away import operator_away
 from bench.chaos.scenarios.operator_kill import operator_kill
 from bench.chaos.scenarios.sigstop_compact import sigstop_compact
 
-SCENARIOS = [operator_kill, apiserver_restart, sigstop_compact, leader_kill, hostile, drain_taint]
+SCENARIOS = [
+    operator_kill,
+    apiserver_restart,
+    sigstop_compact,
+    leader_kill,
+    hostile,
+    drain_taint,
+    lost_node,
+    operator_away,
+]
 KUEUE_SCENARIOS = [kueue]
 MULTIKUEUE_SCENARIOS = [multikueue]

@@ -234,6 +234,8 @@ class Controller:
 
     def on_child(self, group: str, event: str) -> Callable[[Obj], None]:
         def handle(obj: Obj) -> None:
+            if group == "pods" and event != DELETED:
+                self.orphans.seen(obj, self.synced)
             due = self.child_events.apply(group, event, obj)
             if due is None:
                 return

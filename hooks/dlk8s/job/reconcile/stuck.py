@@ -37,9 +37,9 @@ from typing import Final
 
 from dlk8s.job.actions import Action, Event, Patch
 from dlk8s.job.jobmodel import ChildView
-from dlk8s.job.objects import as_str, dig, later, parse_time
+from dlk8s.job.objects import as_list, as_str, dig, later, parse_time
 from dlk8s.job.reconcile.slots import SlotView
-from dlk8s.job.vocabulary import LABEL_REPLICA_INDEX, EventType, Reason
+from dlk8s.job.vocabulary import LABEL_REPLICA_INDEX, TRACKING_FINALIZER, EventType, Reason
 
 # Seconds past a pod's deletion deadline after which its node is taken
 # for lost: a kubelet that answers confirms within a few seconds of it.
@@ -64,9 +64,23 @@ def stuck_pods(
 
 
 def is_stuck(pod: ChildView, now: datetime) -> bool:
-    """Still there STUCK_AFTER seconds past its deletion deadline."""
+    """Still there STUCK_AFTER seconds past its deletion deadline, and not
+    only for our own finalizer on a pod that ended (its kubelet answered:
+    the pass that lets it go is due, reconcile.tracking)."""
     due = stuck_at(pod)
-    return due is not None and due <= now
+    if due is None or due > now:
+        return False
+    return not _ended(pod) or bool(_held_by(pod))
+
+
+def _ended(pod: ChildView) -> bool:
+    return dig(pod.obj, "status", "phase") in ("Succeeded", "Failed")
+
+
+def _held_by(pod: ChildView) -> list[str]:
+    """The finalizers on the pod other than ours."""
+    found = as_list(dig(pod.obj, "metadata", "finalizers"))
+    return [str(f) for f in found if f != TRACKING_FINALIZER]
 
 
 def stuck_at(pod: ChildView) -> datetime | None:
@@ -82,9 +96,14 @@ def _detach(view: SlotView, now: datetime) -> list[Action]:
     on = f" on node {node}" if node else ""
     deadline = parse_time(dig(obj, "metadata", "deletionTimestamp"))
     late = int((now - deadline).total_seconds()) if deadline else 0
+    why = (
+        f"has ended but is held by {', '.join(_held_by(view.pod))}"
+        if _ended(view.pod)
+        else "does not answer"
+    )
     message = (
         f"{view.label}: pod {view.pod.name}{on} is still terminating {late} s after"
-        " its grace period ended; its node does not answer. Taking it out of its slot"
+        f" its grace period ended; its node {why}. Taking it out of its slot"
         " and its Service: a replacement starts beside it"
     )
     # The uid makes the patch fail on a newer pod of that name (a Conflict),
