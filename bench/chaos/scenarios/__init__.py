@@ -2,7 +2,7 @@
 
 ``SCENARIOS`` run on a cluster without Kueue: operator_kill,
 apiserver_restart, sigstop_compact, leader_kill, hostile, drain_taint,
-lost_node, operator_away.
+lost_node.
 ``KUEUE_SCENARIOS`` (kueue) run on a second cluster, with Kueue beside it.
 ``MULTIKUEUE_SCENARIOS`` (multikueue) run on clusters of their own, a
 MultiKueue manager and two workers; they take the suite's arguments.
@@ -18,7 +18,6 @@ from bench.chaos.scenarios.kueue import kueue
 from bench.chaos.scenarios.leader_kill import leader_kill
 from bench.chaos.scenarios.lost_node import lost_node
 from bench.chaos.scenarios.multikueue import multikueue
-from bench.chaos.scenarios.operator_away import operator_away
 from bench.chaos.scenarios.operator_kill import operator_kill
 from bench.chaos.scenarios.sigstop_compact import sigstop_compact
 
@@ -30,7 +29,6 @@ SCENARIOS = [
     hostile,
     drain_taint,
     lost_node,
-    operator_away,
 ]
 KUEUE_SCENARIOS = [kueue]
 MULTIKUEUE_SCENARIOS = [multikueue]
