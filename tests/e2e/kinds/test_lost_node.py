@@ -3,10 +3,12 @@ completes (issue 49; job.reconcile.stuck, docs/troubleshooting.md).
 
 Two kwok nodes of the test's own, tainted and labelled so that only the
 WORKER goes there, each played by a kwok process of its own. The node the
-WORKER runs on is lost the way a powered-off node is: its kwok is killed
-(nothing will ever confirm that a pod there stopped) and it is cordoned, as
-the node controller's unreachable taint would have it. A drain evicts the
-WORKER, which stays Terminating. Once its grace period is well past, the
+WORKER runs on is lost the way a powered-off node is: its kwok is killed,
+and nothing will ever confirm that a pod there stopped. Nothing else is
+done to it: kube-controller-manager finds the node unreachable after its
+grace period (50 s), taints it, and the taint manager deletes the WORKER
+(which tolerates the taint for no time, as a job wanting fast failover
+would); the pod stays Terminating. Once its grace period is 30 s past, the
 operator takes it out of its slot and Service and creates its replacement
 on the other node; the job then succeeds with no restart counted.
 """
@@ -23,7 +25,6 @@ from dlk8s_dev.localcluster import LocalCluster, LosableNode, NodeSpec, losable_
 
 from ..helpers import (
     apply,
-    evict,
     finish_pod,
     get_json,
     get_or_none,
@@ -39,9 +40,10 @@ JOB = "lost"
 POOL, TAINT = "dlk8s-test/pool", "lost-node"
 NODES = ("lost-node-a", "lost-node-b")
 WORKER, REPLACEMENT = f"{JOB}-worker-0", f"{JOB}-worker-0-r1"
-# The operator's wait past the deletion deadline (STUCK_AFTER), the grace
-# period below, and room for a loaded machine.
-TIMEOUT = 30 + 1 + 60
+# The node controller's grace period and its next look, the grace period
+# below, the operator's wait past the deletion deadline (STUCK_AFTER), and
+# room for a loaded machine.
+TIMEOUT = 50 + 5 + 1 + 30 + 90
 
 
 @pytest.fixture
@@ -61,7 +63,11 @@ def tfjob() -> dict[str, Any]:
     job = job_manifest("TFJob", JOB, {"MASTER": 1, "WORKER": 1}, "tensorflow")
     worker = job["spec"]["replicaSpecs"][1]["template"]["spec"]
     worker["terminationGracePeriodSeconds"] = 1
-    worker["tolerations"] = [{"key": POOL, "value": TAINT, "effect": "NoSchedule"}]
+    worker["tolerations"] = [{"key": POOL, "value": TAINT, "effect": "NoSchedule"}] + [
+        {"key": f"node.kubernetes.io/{t}", "operator": "Exists", "effect": "NoExecute",
+         "tolerationSeconds": 0}
+        for t in ("unreachable", "not-ready")
+    ]  # fmt: skip
     term = {"matchExpressions": [{"key": POOL, "operator": "In", "values": [TAINT]}]}
     worker["affinity"] = {
         "nodeAffinity": {
@@ -69,13 +75,6 @@ def tfjob() -> dict[str, Any]:
         }
     }
     return job
-
-
-def lose(cluster: LocalCluster, node: LosableNode) -> None:
-    """Its kubelet is gone, and no pod goes there any more (as the node
-    controller's unreachable taint would have it, 50 s later)."""
-    node.lose()
-    cluster.kubectl("cordon", node.name)
 
 
 def running_on(cluster: LocalCluster, ns: str, pod: str, timeout: float = 60) -> str:
@@ -106,11 +105,15 @@ def test_a_worker_stuck_terminating_on_a_lost_node_is_replaced_and_the_job_succe
     lost = running_on(cluster, namespace, WORKER)
     assert lost in pool
     stuck_uid = pods_of(cluster, namespace, JOB)[WORKER]["metadata"]["uid"]
-    lose(cluster, pool[lost])
-    evict(cluster, namespace, WORKER)
-    # Nobody confirms it stopped: it stays, Terminating.
-    stuck = get_json(cluster, "pod", WORKER, "-n", namespace)
-    assert stuck["metadata"].get("deletionTimestamp"), stuck
+    pool[lost].lose()
+    # The taint manager deletes it; nobody confirms it stopped: it stays.
+    wait_until(
+        lambda: get_json(cluster, "pod", WORKER, "-n", namespace)["metadata"].get(
+            "deletionTimestamp"
+        ),
+        timeout=TIMEOUT,
+        what=f"the taint manager to delete {WORKER}",
+    )
     other = running_on(cluster, namespace, REPLACEMENT, TIMEOUT)
     assert other in pool
     assert other != lost
@@ -142,4 +145,4 @@ def test_a_worker_stuck_terminating_on_a_lost_node_is_replaced_and_the_job_succe
     assert status.get("restartCount", 0) == 0, status
     [uncounted] = status["uncountedRestarts"]
     assert (uncounted["pod"], uncounted["uid"]) == (WORKER, stuck_uid), status
-    assert uncounted["reason"] == "EvictionByEvictionAPI", status
+    assert uncounted["reason"] == "DeletionByTaintManager", status

@@ -8,9 +8,10 @@ its containers stopped, and the object goes once it has. Its replacement
 could not take the name, and the job would wait until the node came back
 or someone force-deleted the pod.
 
-So a pod still there STUCK_AFTER seconds past its deletion deadline
-(metadata.deletionTimestamp, the end of its grace period, by which a
-kubelet that answers has stopped it and said so) is taken out of its slot:
+So a pod still there well past its deletion deadline (metadata.
+deletionTimestamp, the end of its grace period, by which a kubelet that
+answers has stopped it and said so: STUCK_AFTER when the taint manager
+deleted it, its node found lost, else STUCK_ANY_AFTER) is taken out of its slot:
 the operator removes its replica-index label. The slot's Service no longer
 selects it (it publishes not-ready addresses, a terminating pod's too, so
 the dead address would still resolve), the pod no longer fills the slot,
@@ -39,14 +40,21 @@ from datetime import datetime
 from typing import Final
 
 from dlk8s.job.actions import Action, Event, Patch
+from dlk8s.job.failurepolicy import pod_conditions
 from dlk8s.job.jobmodel import ChildView
 from dlk8s.job.objects import as_list, as_str, dig, later, parse_time
 from dlk8s.job.reconcile.slots import SlotView
-from dlk8s.job.vocabulary import LABEL_REPLICA_INDEX, EventType, Reason
+from dlk8s.job.vocabulary import DISRUPTION_TARGET, LABEL_REPLICA_INDEX, EventType, Reason
 
-# Seconds past a pod's deletion deadline after which its node is taken
-# for lost: a kubelet that answers confirms within a few seconds of it.
+# Seconds past a pod's deletion deadline after which it is taken for stuck
+# when the taint manager deleted it (its DisruptionTarget says
+# DeletionByTaintManager: the control plane has found its node unreachable
+# or not ready), and after which any other pod is. A kubelet that answers
+# confirms within seconds of the deadline, but a loaded one can take tens of
+# seconds (make test's real node at a load of 19 on 2 cores): without the
+# control plane's word, only a long wait tells a lost node from a slow one.
 STUCK_AFTER: Final = 30.0
+STUCK_ANY_AFTER: Final = 300.0
 
 
 def stuck_pods(
@@ -84,7 +92,19 @@ def _held_by(pod: ChildView) -> list[str]:
 def stuck_at(pod: ChildView) -> datetime | None:
     """When a terminating pod will count as stuck; None if it is not terminating."""
     deadline = parse_time(dig(pod.obj, "metadata", "deletionTimestamp"))
-    return later(deadline, STUCK_AFTER) if deadline is not None else None
+    if deadline is None:
+        return None
+    return later(deadline, STUCK_AFTER if _node_lost(pod) else STUCK_ANY_AFTER)
+
+
+def _node_lost(pod: ChildView) -> bool:
+    """Deleted by the taint manager: its node is unreachable or not ready."""
+    return any(
+        c.get("type") == DISRUPTION_TARGET
+        and c.get("status") == "True"
+        and c.get("reason") == "DeletionByTaintManager"
+        for c in pod_conditions(pod.obj)
+    )
 
 
 def _detach(view: SlotView, now: datetime) -> list[Action]:
