@@ -51,6 +51,18 @@ def stuck(world: World, seconds: float = STUCK_AFTER) -> list[object]:
     return list(world.step().actions)
 
 
+def replaced_beside() -> World:
+    """A running job whose WORKER got stuck on a lost node and was replaced
+    beside it; the replacement runs, the stuck pod is still there."""
+    world = running_world()
+    deleted_on_a_lost_node(world, WORKER)
+    stuck(world)
+    world.step()
+    world.run(REPLACEMENT)
+    world.settle()
+    return world
+
+
 def test_a_terminating_pod_is_waited_for_until_its_deadline_is_well_past() -> None:
     world = running_world()
     deleted_on_a_lost_node(world, WORKER)
@@ -96,12 +108,7 @@ def test_a_stuck_pod_leaves_its_slot_and_its_service_and_is_replaced_beside_it()
 
 
 def test_the_stuck_pod_going_at_last_changes_nothing() -> None:
-    world = running_world()
-    deleted_on_a_lost_node(world, WORKER)
-    stuck(world)
-    world.step()
-    world.run(REPLACEMENT)
-    world.settle()
+    world = replaced_beside()
     before = world.job["status"]
     world.vanish(WORKER)  # its node came back, or pod GC removed it
     result = world.step()
@@ -120,12 +127,7 @@ def test_a_pod_deleted_by_hand_on_a_lost_node_counts_a_restart() -> None:
 
 
 def test_the_next_pod_of_the_slot_takes_the_slot_s_name_again_once_it_is_free() -> None:
-    world = running_world()
-    deleted_on_a_lost_node(world, WORKER)
-    stuck(world)
-    world.step()
-    world.run(REPLACEMENT)
-    world.settle()
+    world = replaced_beside()
     world.vanish(WORKER)
     world.exit(REPLACEMENT, 1)
     world.later(60)  # past the restart's back-off
@@ -179,12 +181,7 @@ def test_headless_service_is_unchanged_by_a_replacement() -> None:
 
 
 def test_the_cleanup_of_a_finished_job_does_not_wait_for_a_stuck_pod() -> None:
-    world = running_world()
-    deleted_on_a_lost_node(world, WORKER)
-    stuck(world)
-    world.step()
-    world.run(REPLACEMENT)
-    world.settle()
+    world = replaced_beside()
     world.exit(REPLACEMENT, 0)
     world.exit("example-job-master-0", 0)
     world.settle()
