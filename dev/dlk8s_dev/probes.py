@@ -39,12 +39,14 @@ def https_ok(url: str, token: str | None, ca: Path | None) -> bool:
 def https_json(
     url: str, token: str | None, ca: Path | None, body: dict[str, Any] | None = None
 ) -> tuple[int, dict[str, Any]]:
-    ctx = ssl.create_default_context(cafile=str(ca)) if ca else ssl._create_unverified_context()
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     if token:
         req.add_header("Authorization", f"Bearer {token}")
     try:
+        # Inside the try: a CA file not there yet, or not written whole, is a
+        # server not ready yet (ssl.SSLError and FileNotFoundError are OSErrors).
+        ctx = ssl.create_default_context(cafile=str(ca)) if ca else ssl._create_unverified_context()
         with urllib.request.urlopen(req, timeout=2, context=ctx) as resp:
             return int(resp.status), _json_or_empty(resp.read())
     except urllib.error.HTTPError as err:

@@ -89,6 +89,9 @@ class LocalCluster:
     # kube-apiserver's /debug/pprof served (make bench's profile of the API
     # server's CPU); off elsewhere, as on most clusters.
     profiling: bool = False
+    # kube-apiserver logs the writes of these groups' users to audit_log,
+    # with their user agents (make chaos: a paused leader's writes).
+    audited_groups: tuple[str, ...] = ()
     node: RealNode | None = field(init=False, default=None)
     kueue_process: Kueue | None = field(init=False, default=None)
     workdir: Path = field(init=False)
@@ -189,6 +192,10 @@ class LocalCluster:
     @property
     def kubeconfig(self) -> Path:
         return self.workdir / "admin.kubeconfig"
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
 
     @property
     def ca_file(self) -> Path:
@@ -346,12 +353,16 @@ class LocalCluster:
             port,
             address_flags,
             self.profiling,
+            self.audited_groups,
         )
         self._spawn("kube-apiserver", argv)
-        # The serving certificate appears once the apiserver has generated it.
-        self._wait(self.ca_file.exists, START_WAIT, "apiserver certificate")
-        self.write_kubeconfig(self.kubeconfig, self.token)
+        # The kubeconfig embeds the certificate the apiserver generates, so it
+        # is written only once a TLS handshake has trusted that file: the file
+        # exists before the apiserver has finished writing it, and a copy read
+        # then (empty, or its serving certificate without the CA) made kubectl
+        # fail "certificate signed by unknown authority" in CI.
         self._wait(self._apiserver_ready, START_WAIT, "kube-apiserver /readyz")
+        self.write_kubeconfig(self.kubeconfig, self.token)
 
     def _apiserver_ready(self) -> bool:
         return https_ok(f"{self.server}/readyz", self.token, self.ca_file)

@@ -257,4 +257,18 @@ def test_a_job_on_a_lost_worker_runs_again_on_the_other(
         what="the returned worker's stale copy removed",
     )
     after = {p["metadata"]["uid"] for p in pods_of(lost, namespace, "moved").values()}
-    assert after <= before, f"pods created on the returned worker: {after - before}"
+    assert after <= before, (
+        f"pods created on the returned worker: {after - before}\n{events_of(lost, namespace)}"
+        + "\n".join(
+            line for line in operators[lost_name].tail(400_000).splitlines() if "moved" in line
+        )
+    )
+
+
+def events_of(cluster: LocalCluster, namespace: str) -> str:
+    """The namespace's events, oldest first: what a failure needs to be read."""
+    columns = "custom-columns=AT:.lastTimestamp,OBJ:.involvedObject.name,WHY:.reason,MSG:.message"
+    done = cluster.kubectl(
+        "get", "events", "-n", namespace, "--sort-by=.lastTimestamp", "-o", columns, check=False
+    )
+    return done.stdout + done.stderr
