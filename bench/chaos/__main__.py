@@ -5,10 +5,10 @@ control plane (`make chaos`; not part of `make test`).
     .tools/venv/bin/python -m bench.chaos --short  # fewer jobs and kills
 
 One local control plane (4 kwok nodes; scenario 7 gets a second one, with
-Kueue, once 1-6 are done), the chart installed, the operator run as a local
+Kueue, once 1-6, 9 and 10 are done), the chart installed, the operator run as a local
 process with the chart's ServiceAccount, restarted like a kubelet would if it
 exits on its own (each such restart is counted). The jobs of
-scenarios 1-4, 6 and 7 are TFJobs and, every third, a PyTorchJob (a MASTER and
+scenarios 1-4, 6, 7, 9 and 10 are TFJobs and, every third, a PyTorchJob (a MASTER and
 WORKERs; in 1, 6 and 7 every other of those is elastic: WORKERs only, with an
 elasticPolicy); on kwok their MASTER (an elastic job's WORKERs) ends with 0
 after a while. Scenarios, each in a namespace of its own:
@@ -32,11 +32,15 @@ after a while. Scenarios, each in a namespace of its own:
    elsewhere, every job must end Done with no restart counted (issue 30);
 7. kueue: the operator and Kueue's manager SIGKILLed at random moments while
    Kueue admits and preempts 50 queued jobs (scenarios/kueue.py), on a
-   cluster of its own with Kueue beside it, so that 1-6 run without Kueue;
+   cluster of its own with Kueue beside it, so that the others run without it;
 8. multikueue: jobs dispatched by MultiKueue from a manager to two workers,
    the first worker's API server stopped past workerLostTimeout and started
    again, the manager's operator and Kueue SIGKILLed during dispatch
-   (scenarios/multikueue.py), on three control planes of its own.
+   (scenarios/multikueue.py), on three control planes of its own;
+9. lost-node: a node lost for good while its pods run (its kwok killed):
+   they stay Terminating, and each is replaced beside it on another node;
+10. paused-leader: two operators with leader election, the leader
+   SIGSTOPped past its lease while the standby takes over, then resumed.
 
 For each: duplicate pods (more than one pod per replica, or more creations
 than replicas; in 6 and 7, where pods are recreated by design, a pod created
@@ -47,8 +51,11 @@ per second of the operator during the outage, and operator restarts; for 7
 also pods of jobs Kueue had not admitted, samples over the queue's quota and
 quota left reserved at the end; in 8, a duplicate is a sample with one
 job's pods Running on two workers, an orphan a worker's copy of a job
-deleted on the manager. Pods are followed by a watch of the suite's
-own, every creation counted by uid. The table goes to bench/results/chaos.md.
+deleted on the manager; in 9, an overlap of a stuck pod and its
+replacement is not a duplicate; in 10, writes the paused leader sent once
+the standby held the lease (the API server's audit log names each
+sender). Pods are followed by a watch of the suite's own, every creation
+counted by uid. The table goes to bench/results/chaos.md.
 """
 
 from __future__ import annotations

@@ -47,6 +47,12 @@ class Operators:
             self._meant.add(proc.pid)
         proc.kill()
 
+    def expect_exit(self, proc: OperatorProcess) -> None:
+        """An exit the scenario causes (a leader that will find its lease
+        taken): not restarted by the watchdog, nor counted."""
+        with self._lock:
+            self._meant.add(proc.pid)
+
     def terminate(self, proc: OperatorProcess) -> None:
         """SIGTERM, as Kubernetes does on a rollout."""
         with self._lock:

@@ -17,15 +17,15 @@ def table(rows: list[Row], wall: float, args: argparse.Namespace) -> str:
     columns = (
         "scenario", "jobs", "duplicate pods", "orphans", "wrong final states", "lost jobs",
         "pods of unadmitted jobs", "samples over quota", "leaked quota",
-        "API req/s in the outage", "log lines/s in the outage", "operator restarts", "took",
-        "notes",
+        "writes after the lease was lost", "API req/s in the outage",
+        "log lines/s in the outage", "operator restarts", "took", "notes",
     )  # fmt: skip
-    lines = ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * 12 + "---|"]
+    lines = ["| " + " | ".join(columns) + " |", "|---|" + "---:|" * 13 + "---|"]
     for r in rows:
         cells = (
             r.scenario, r.jobs, r.duplicates, r.orphans, r.wrong, r.lost, count(r.unadmitted),
-            count(r.over_quota), count(r.leaked_quota), rate(r.api_rps), rate(r.log_lps),
-            r.restarts, f"{r.seconds:.0f}s", "; ".join(r.notes),
+            count(r.over_quota), count(r.leaked_quota), count(r.stale_writes), rate(r.api_rps),
+            rate(r.log_lps), r.restarts, f"{r.seconds:.0f}s", "; ".join(r.notes),
         )  # fmt: skip
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     run = "make chaos" + (" (--short)" if args.short else "")

@@ -2,7 +2,7 @@
 
 ``SCENARIOS`` run on a cluster without Kueue: operator_kill,
 apiserver_restart, sigstop_compact, leader_kill, hostile, drain_taint,
-lost_node.
+lost_node, paused_leader.
 ``KUEUE_SCENARIOS`` (kueue) run on a second cluster, with Kueue beside it.
 ``MULTIKUEUE_SCENARIOS`` (multikueue) run on clusters of their own, a
 MultiKueue manager and two workers; they take the suite's arguments.
@@ -19,6 +19,7 @@ from bench.chaos.scenarios.leader_kill import leader_kill
 from bench.chaos.scenarios.lost_node import lost_node
 from bench.chaos.scenarios.multikueue import multikueue
 from bench.chaos.scenarios.operator_kill import operator_kill
+from bench.chaos.scenarios.paused_leader import paused_leader
 from bench.chaos.scenarios.sigstop_compact import sigstop_compact
 
 SCENARIOS = [
@@ -29,6 +30,7 @@ SCENARIOS = [
     hostile,
     drain_taint,
     lost_node,
+    paused_leader,
 ]
 KUEUE_SCENARIOS = [kueue]
 MULTIKUEUE_SCENARIOS = [multikueue]

@@ -18,13 +18,7 @@ def leader_kill(suite: Suite) -> Row:
     row = Row("two operators with leader election, the leader SIGKILLed in a burst")
     jobs = 30 if suite.args.short else 100
     ns = suite.namespace("chaos-leader")
-    env = {
-        "DLK8S_LEADER_ELECT": "true",
-        "DLK8S_LEASE_DURATION": str(LEASE_SECONDS),
-        "DLK8S_LEADER_ELECTION_ID": f"{suite.install.release}-leader",
-        "DLK8S_LEADER_ELECTION_NAMESPACE": suite.install.namespace,
-    }
-    ops = Operators(suite.install, env).start(2)
+    ops = Operators(suite.install, leader_env(suite)).start(2)
     leader = wait_leader(suite, ops)
     submitter = threading.Thread(
         target=suite.submit,
@@ -51,6 +45,16 @@ def leader_kill(suite: Suite) -> Row:
     )
     ops.stop()
     return row
+
+
+def leader_env(suite: Suite) -> dict[str, str]:
+    """Operators that elect a leader on the release's Lease."""
+    return {
+        "DLK8S_LEADER_ELECT": "true",
+        "DLK8S_LEASE_DURATION": str(LEASE_SECONDS),
+        "DLK8S_LEADER_ELECTION_ID": f"{suite.install.release}-leader",
+        "DLK8S_LEADER_ELECTION_NAMESPACE": suite.install.namespace,
+    }
 
 
 def leads(proc: OperatorProcess) -> bool:

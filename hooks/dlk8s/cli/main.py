@@ -312,21 +312,26 @@ def _controller_and_autoscaler(
 
 
 def run(args: argparse.Namespace) -> NoReturn:
-    kube = Kube(load_api_client(args.kubeconfig, pool_size=args.api_parallelism + 8))
-    controller, autoscaler = _controller_and_autoscaler(kube, args)
+    api_client = load_api_client(args.kubeconfig, pool_size=args.api_parallelism + 8)
+    kube = Kube(api_client)  # the election's own, and the metrics' access checks
     stop = stop_on_signals()
+    election = None
+    if args.leader_elect:
+        lease = leader.Lease(
+            args.leader_election_id, args.leader_election_namespace, args.lease_duration
+        )
+        election = leader.Election(kube, lease, lambda: start(), stop)
+        # An audit log then tells the replicas' requests apart.
+        api_client.user_agent = f"dlk8s-operator {election.identity}"
+    # The work writes through the election's fence (runtime.leader).
+    work = Kube(api_client, may_write=election.may_write if election is not None else None)
+    controller, autoscaler = _controller_and_autoscaler(work, args)
 
     def start() -> None:
         controller.start()
         if autoscaler is not None:
             autoscaler.start()
 
-    election = None
-    if args.leader_elect:
-        lease = leader.Lease(
-            args.leader_election_id, args.leader_election_namespace, args.lease_duration
-        )
-        election = leader.Election(kube, lease, start, stop)
     health = Health(stop, controller, election)
     servers = _servers(args, kube, health)
     for server in servers:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +30,7 @@ from kubernetes import client, config
 from dlk8s.job.objects import Obj
 from dlk8s.runtime import metrics
 from dlk8s.runtime.apiresources import Resource, resource_for
-from dlk8s.runtime.errors import TransportError, api_error
+from dlk8s.runtime.errors import FencedError, TransportError, api_error
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +86,14 @@ def load_api_client(kubeconfig: str | None = None, pool_size: int = 64) -> clien
 class Kube:
     """Requests as plain dicts; a failure raises its type from runtime.errors."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(
+        self, api_client: client.ApiClient, may_write: Callable[[], bool] | None = None
+    ) -> None:
         self.api_client = api_client  # auth, TLS, token refresh and the connection pool
+        # Asked before every request that is not a GET: the leader election's
+        # fence (runtime.leader), so that a leader paused past its lease does
+        # not write once it runs again. None: no election, every write goes.
+        self.may_write = may_write
 
     # -- raw requests ----------------------------------------------------------
 
@@ -120,6 +126,11 @@ class Kube:
             auth_settings=["BearerToken"],
         )
         verb = verb or _verb(method, stream)
+        # As late as can be before the request: a pause between this check
+        # and the send is the one window the fence leaves open.
+        if method != "GET" and self.may_write is not None and not self.may_write():
+            metrics.API_ERRORS.labels(verb, resource, "fenced").inc()
+            raise FencedError(f"{verb} {path}: not sent, the leader lease may have passed on")
         metrics.API_REQUESTS.labels(verb, resource).inc()
         try:
             raw = self.api_client.rest_client.pool_manager.request(

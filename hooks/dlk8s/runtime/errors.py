@@ -62,6 +62,12 @@ class TransportError(Exception):
     """No answer from the API server: connection refused or reset, a timeout, TLS."""
 
 
+class FencedError(TransportError):
+    """A write not sent: this instance can no longer be sure it holds the
+    leader lease (runtime.leader's may_write). Retried like a lost answer;
+    the process exits soon after, when the election gives the lease up."""
+
+
 class TerminalError(Exception):
     """A failure no retry fixes: the controller forgets the key instead of backing off."""
 

@@ -17,6 +17,14 @@ and its candidates wait a full lease duration even for a Lease that names no
 holder, so a failover after SIGTERM took as long as one after a kill (about
 18 s with the 15 s lease). Writes are updates with the resourceVersion read,
 so two candidates never both win.
+
+What client-go leaves open, a leader paused (SIGSTOP, a long GC, a frozen
+VM) past its lease while a standby takes over, is fenced here: the work's
+writes ask `may_write`, which holds only while the last successful renewal
+began less than the renew deadline ago. A standby takes over no sooner
+than the lease's duration after it saw that renewal, so a write leaves at
+least duration - deadline (5 s of 15) before then. The clock is
+CLOCK_BOOTTIME, which goes on while the machine sleeps.
 """
 
 from __future__ import annotations
@@ -77,7 +85,7 @@ class Election:
         lease: Lease,
         on_lead: Callable[[], None],
         stop: threading.Event,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = lambda: time.clock_gettime(time.CLOCK_BOOTTIME),
     ) -> None:
         self._api = api
         self._lease = lease
@@ -94,6 +102,9 @@ class Election:
         self._seen_at = 0.0
         self._held: dict[str, Any] | None = None  # the Lease as our last write left it
         self._taken = False  # the last read found another holder
+        # When (our clock) the last acquire or renewal that succeeded began:
+        # the start of the request, as the standby sees the write after it.
+        self._renewed_at: float | None = None
 
     @property
     def standing_by(self) -> bool:
@@ -102,6 +113,15 @@ class Election:
     @property
     def leading(self) -> bool:
         return self._leading.is_set()
+
+    def may_write(self) -> bool:
+        """Whether the work may send a write now (runtime.client asks)."""
+        renewed = self._renewed_at
+        return (
+            self._leading.is_set()
+            and renewed is not None
+            and self._clock() - renewed < self._lease.renew_deadline
+        )
 
     def problems(self) -> list[str]:
         thread = self._thread
@@ -154,12 +174,10 @@ class Election:
         threading.Thread(target=self._on_lead, name="leader-start", daemon=True).start()
 
     def _renew_loop(self) -> None:
-        lease = self._lease
-        last_renewal = self._clock()
-        while not self._done.wait(lease.retry_period):
+        while not self._done.wait(self._lease.retry_period):
             if self._try_acquire_or_renew():
-                last_renewal = self._clock()
-            elif self._taken or self._clock() - last_renewal > lease.renew_deadline:
+                continue
+            if self._taken or not self.may_write():
                 # Another holder (we were paused past our lease) acts already:
                 # waiting out the deadline would make two writers.
                 self._lose()
@@ -174,6 +192,13 @@ class Election:
             self._stop.set()
 
     def _try_acquire_or_renew(self) -> bool:
+        began = self._clock()
+        won = self._read_and_write()
+        if won:
+            self._renewed_at = began
+        return won
+
+    def _read_and_write(self) -> bool:
         try:
             current = self._api.get(
                 LEASE_API_VERSION, "Lease", self._lease.namespace, self._lease.name

@@ -116,3 +116,66 @@ def test_a_standby_never_releases_what_it_does_not_hold() -> None:
     standby.release()
     assert store.lease is not None
     assert store.lease["spec"]["holderIdentity"] == leader.identity
+
+
+class SlowStore(LeaseStore):
+    """Each write takes `seconds` of the clock, as a slow API server's does."""
+
+    def __init__(self, clock: Clock, seconds: float) -> None:
+        super().__init__()
+        self.clock, self.seconds = clock, seconds
+
+    def replace(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.clock.now += self.seconds
+        return super().replace(obj)
+
+
+def leading(store: LeaseStore, clock: Clock) -> Election:
+    """A candidate that has won the lease and leads."""
+    elected = candidate(store, clock)
+    assert elected._try_acquire_or_renew()
+    elected._leading.set()
+    return elected
+
+
+def test_no_writes_before_the_lease_is_won() -> None:
+    store, clock = LeaseStore(), Clock()
+    leader = candidate(store, clock)
+    assert not leader.may_write()
+    assert leader._try_acquire_or_renew()
+    assert not leader.may_write()  # won, but the work has not been started yet
+    leader._leading.set()
+    assert leader.may_write()
+
+
+def test_writes_stop_at_the_renew_deadline_after_the_last_renewal_began() -> None:
+    store, clock = LeaseStore(), Clock()
+    leader = leading(store, clock)
+    clock.now += LEASE.renew_deadline - 0.5
+    assert leader.may_write()
+    clock.now += 1
+    assert not leader.may_write()  # a standby may take over 5 s from now
+    assert leader._try_acquire_or_renew()
+    assert leader.may_write()
+
+
+def test_a_renewal_counts_from_when_it_was_sent_not_from_its_answer() -> None:
+    clock = Clock()
+    store = SlowStore(clock, seconds=8)
+    leader = leading(store, clock)
+    sent = clock.now
+    assert leader._try_acquire_or_renew()  # answered 8 s after it was sent
+    clock.now = sent + LEASE.renew_deadline + 0.5
+    assert not leader.may_write()
+
+
+def test_a_leader_paused_past_its_lease_writes_nothing_when_it_runs_again() -> None:
+    store, clock = LeaseStore(), Clock()
+    leader, standby = leading(store, clock), candidate(store, clock)
+    assert not standby._try_acquire_or_renew()
+    clock.now += LEASE.duration + 1  # the leader stopped; the standby's clock ran on
+    assert standby._try_acquire_or_renew()
+    # The leader runs again: its work threads may ask before its renew loop does.
+    assert not leader.may_write()
+    assert not leader._try_acquire_or_renew()
+    assert leader._taken
