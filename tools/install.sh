@@ -191,7 +191,9 @@ NODE_DEBS=(containerd runc containernetworking-plugins iptables conntrack
   buildah mmdebstrap gcc libc6-dev
   # A release: skopeo pushes its images (make publish); docker-registry is
   # the registry on 127.0.0.1 that tests/e2e/realnode/test_publish.py publishes to.
-  skopeo docker-registry)
+  skopeo docker-registry
+  # make chaos runs an operator under a shifted clock (LD_PRELOAD).
+  libfaketime)
 install_node_debs() {
   local missing=() pkg
   for pkg in "${NODE_DEBS[@]}"; do

@@ -7,6 +7,7 @@ imports ``dlk8s_dev`` (tests/unit/project/test_bench_layout.py).
   node whose kubelet (a kwok of its own) the chaos suite kills;
 - ``EXIT_CODE_ANNOTATION``, ``RUN_DURATION_ANNOTATION``: the annotations on
   which kwok ends a pod, after how long and with which exit code;
+  ``USE_GRACE_ANNOTATION``: a pod kwok deletes only at its grace's end;
 - ``Install``, ``install_chart``, ``OperatorProcess``: the chart installed on
   it, and the operator run as a local process with the chart's
   ServiceAccount and environment;
@@ -29,6 +30,7 @@ from dlk8s_dev.localcluster import (
     EXIT_CODE_ANNOTATION,
     REPO_ROOT,
     RUN_DURATION_ANNOTATION,
+    USE_GRACE_ANNOTATION,
     ClusterError,
     LocalCluster,
     NodeSpec,
@@ -48,6 +50,7 @@ __all__ = [
     "EXIT_CODE_ANNOTATION",
     "REPO_ROOT",
     "RUN_DURATION_ANNOTATION",
+    "USE_GRACE_ANNOTATION",
     "ClusterError",
     "Install",
     "Kueue",

@@ -2,7 +2,7 @@
 
 ``SCENARIOS`` run on a cluster without Kueue: operator_kill,
 apiserver_restart, sigstop_compact, leader_kill, hostile, drain_taint,
-lost_node, paused_leader.
+lost_node, paused_leader, clock_skew.
 ``KUEUE_SCENARIOS`` (kueue) run on a second cluster, with Kueue beside it.
 ``MULTIKUEUE_SCENARIOS`` (multikueue) run on clusters of their own, a
 MultiKueue manager and two workers; they take the suite's arguments.
@@ -12,6 +12,7 @@ MultiKueue manager and two workers; they take the suite's arguments.
 from __future__ import annotations
 
 from bench.chaos.scenarios.apiserver_restart import apiserver_restart
+from bench.chaos.scenarios.clock_skew import clock_skew
 from bench.chaos.scenarios.drain_taint import drain_taint
 from bench.chaos.scenarios.hostile import hostile
 from bench.chaos.scenarios.kueue import kueue
@@ -31,6 +32,7 @@ SCENARIOS = [
     drain_taint,
     lost_node,
     paused_leader,
+    clock_skew,
 ]
 KUEUE_SCENARIOS = [kueue]
 MULTIKUEUE_SCENARIOS = [multikueue]

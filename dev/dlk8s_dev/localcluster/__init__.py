@@ -25,6 +25,7 @@ from .kwok import (
     EXIT_CODE_ANNOTATION,
     FAKE_NODE_ANNOTATION,
     RUN_DURATION_ANNOTATION,
+    USE_GRACE_ANNOTATION,
     NodeSpec,
     node_manifest,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "REQUIRED_TOOLS",
     "RUN_DURATION_ANNOTATION",
     "START_WAIT",
+    "USE_GRACE_ANNOTATION",
     "VERSIONS_FILE",
     "WORKDIR_PREFIX",
     "ClusterError",

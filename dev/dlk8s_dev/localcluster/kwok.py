@@ -4,7 +4,9 @@ stages that move their pods (Running at once, finished only when asked).
 Pods finish only when asked: annotate a Running pod with
 ``kwok.dlk8s.io/exit-code`` (optionally ``kwok.dlk8s.io/run-duration``, a Go
 duration such as ``5s``) and kwok moves it to Succeeded (code 0) or Failed with
-that exit code in every container's status.
+that exit code in every container's status. A pod annotated
+``kwok.dlk8s.io/use-grace`` is deleted only at the end of its grace period,
+not at once.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from .. import datafiles
 
 EXIT_CODE_ANNOTATION = "kwok.dlk8s.io/exit-code"
 RUN_DURATION_ANNOTATION = "kwok.dlk8s.io/run-duration"
+USE_GRACE_ANNOTATION = "kwok.dlk8s.io/use-grace"
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 
@@ -37,6 +40,7 @@ def kwok_pod_stages() -> list[dict[str, Any]]:
         "kwok-stages.yaml",
         exit_code_annotation=EXIT_CODE_ANNOTATION,
         run_duration_annotation=RUN_DURATION_ANNOTATION,
+        use_grace_annotation=USE_GRACE_ANNOTATION,
     )
 
 

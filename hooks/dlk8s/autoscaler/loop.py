@@ -173,7 +173,8 @@ class AutoscalerLoop:
             pods,
             elastic,
             self.max_load,
-            now=time.time(),
+            # Pods' times are the API server's: so is `now` (runtime.serverclock).
+            now=self.kube.server_clock.timestamp(),
             reserve_after=self.reserve_after,
         )
         # Closed before the writes: a job admitted now was planned with the

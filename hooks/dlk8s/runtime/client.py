@@ -31,6 +31,7 @@ from dlk8s.job.objects import Obj
 from dlk8s.runtime import metrics
 from dlk8s.runtime.apiresources import Resource, resource_for
 from dlk8s.runtime.errors import FencedError, TransportError, api_error
+from dlk8s.runtime.serverclock import ServerClock
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,8 @@ class Kube:
         # fence (runtime.leader), so that a leader paused past its lease does
         # not write once it runs again. None: no election, every write goes.
         self.may_write = may_write
+        # The API server's clock, from its answers' Date: reconcile's `now`.
+        self.server_clock = ServerClock()
 
     # -- raw requests ----------------------------------------------------------
 
@@ -132,6 +135,8 @@ class Kube:
             metrics.API_ERRORS.labels(verb, resource, "fenced").inc()
             raise FencedError(f"{verb} {path}: not sent, the leader lease may have passed on")
         metrics.API_REQUESTS.labels(verb, resource).inc()
+        clock = self.server_clock
+        sent = clock.local()
         try:
             raw = self.api_client.rest_client.pool_manager.request(
                 method,
@@ -144,6 +149,9 @@ class Kube:
         except (urllib3.exceptions.HTTPError, OSError) as err:
             metrics.API_ERRORS.labels(verb, resource, "transport").inc()
             raise TransportError(f"{verb} {path}: {err}") from err
+        if clock.wants_sample():
+            clock.observe(raw.headers.get("Date"), sent, clock.local())
+            metrics.CLOCK_OFFSET.set(clock.offset)
         if not 200 <= raw.status <= 299:
             data = raw.data if not stream else raw.read()
             metrics.API_ERRORS.labels(verb, resource, str(raw.status)).inc()

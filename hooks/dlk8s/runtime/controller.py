@@ -191,6 +191,7 @@ class Controller:
         # Children first: a job handled before its children are known would
         # look as if it had lost them.
         informers = [*extra, *child_informers.values(), *job_informers.values()]
+        options.setdefault("clock", kube.server_clock.now)
         controller = cls(kube, config, jobs, informers, **options)
         for kind, informer in job_informers.items():
             for event in (ADDED, MODIFIED, DELETED):

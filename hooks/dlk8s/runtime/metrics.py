@@ -69,6 +69,11 @@ JOBS_RESTARTED = Counter(
 )
 JOBS_DELETED = Counter("dlk8s_jobs_deleted_total", "Jobs deleted.", _LIFECYCLE)
 IS_LEADER = Gauge("dlk8s_leader", "1 while this instance holds the leader lease.")
+CLOCK_OFFSET = Gauge(
+    "dlk8s_clock_offset_seconds",
+    "The API server's clock minus this process's, as estimated from its answers"
+    " (0 when under 2 s).",
+)
 
 
 class QueueMetrics:

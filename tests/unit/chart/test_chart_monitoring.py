@@ -45,6 +45,7 @@ GAUGES = {
     "dlk8s_jobs",
     "dlk8s_workqueue_depth",
     "dlk8s_leader",
+    "dlk8s_clock_offset_seconds",
     "dlk8s_workqueue_longest_running_processor_seconds",
 }
 HISTOGRAMS = {

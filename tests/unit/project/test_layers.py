@@ -166,14 +166,14 @@ def test_mypy_checks_every_pure_module_strictly() -> None:
 # Tiers, lowest first: a module imports only modules of its layer that stand
 # in a lower tier (a subpackage, such as job.kinds, is one unit; its modules
 # import each other freely). In the runtime `client` is the lowest that sends
-# requests: beside the errors, the resources it knows and the metrics it
-# counts, it imports nothing of the runtime (the informers build on it, not it
-# on them). Nothing in the runtime imports `controller`: the command line
-# builds it.
+# requests: beside the errors, the resources it knows, the metrics it counts
+# and the API server's clock its answers tell, it imports nothing of the
+# runtime (the informers build on it, not it on them). Nothing in the runtime
+# imports `controller`: the command line builds it.
 RUNTIME_TIERS = (
     # leaves: data, clocks, locks and counters, no other runtime module
     {"apiresources", "clock", "errors", "expectations", "health", "logs", "metrics"}
-    | {"ownwrites", "passes", "workqueue"}
+    | {"ownwrites", "passes", "serverclock", "workqueue"}
     # what the caches keep of an object, and which changes need a pass now:
     # pure rules over the job layer that only the runtime uses
     | {"kept", "urgency"},
