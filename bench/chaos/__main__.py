@@ -5,10 +5,10 @@ control plane (`make chaos`; not part of `make test`).
     .tools/venv/bin/python -m bench.chaos --short  # fewer jobs and kills
 
 One local control plane (4 kwok nodes; scenario 7 gets a second one, with
-Kueue, once 1-6, 9 and 10 are done), the chart installed, the operator run as a local
-process with the chart's ServiceAccount, restarted like a kubelet would if it
-exits on its own (each such restart is counted). The jobs of
-scenarios 1-4, 6, 7, 9 and 10 are TFJobs and, every third, a PyTorchJob (a MASTER and
+Kueue, once the others are done), the chart installed, the operator run as
+a local process with the chart's ServiceAccount, restarted like a kubelet
+would if it exits on its own (each such restart is counted). The jobs of
+every scenario but 5 and 8 are TFJobs and, every third, a PyTorchJob (a MASTER and
 WORKERs; in 1, 6 and 7 every other of those is elastic: WORKERs only, with an
 elasticPolicy); on kwok their MASTER (an elastic job's WORKERs) ends with 0
 after a while. Scenarios, each in a namespace of its own:
@@ -40,7 +40,17 @@ after a while. Scenarios, each in a namespace of its own:
 9. lost-node: a node lost for good while its pods run (its kwok killed):
    they stay Terminating, and each is replaced beside it on another node;
 10. paused-leader: two operators with leader election, the leader
-   SIGSTOPped past its lease while the standby takes over, then resumed.
+   SIGSTOPped past its lease while the standby takes over, then resumed;
+11. clock-skew: the operator's clock 180 s ahead (libfaketime) while a
+   tainted node's pods shut down through their whole grace period;
+12. operator-partition: the operator cut off from the API server for 60 s
+   (a TCP proxy that stops forwarding without closing) while its jobs
+   change, then healed;
+13. node-partition: a node's kubelet (its kwok) stopped for 120 s while its
+   pods run, then back;
+14. slow-api: every pod create held 25 s by an admission webhook while API
+   Priority and Fairness rejects what does not fit the operator's few seats;
+15. start-failure: jobs whose containers can never start (StartError).
 
 For each: duplicate pods (more than one pod per replica, or more creations
 than replicas; in 6 and 7, where pods are recreated by design, a pod created
@@ -52,10 +62,10 @@ also pods of jobs Kueue had not admitted, samples over the queue's quota and
 quota left reserved at the end; in 8, a duplicate is a sample with one
 job's pods Running on two workers, an orphan a worker's copy of a job
 deleted on the manager; in 9, an overlap of a stuck pod and its
-replacement is not a duplicate; in 10, writes the paused leader sent once
-the standby held the lease (the API server's audit log names each
-sender). Pods are followed by a watch of the suite's own, every creation
-counted by uid. The table goes to bench/results/chaos.md.
+replacement is not a duplicate (nor, in 13, a cut-off pod and its); in
+10, writes the paused leader sent once the standby held the lease (the API
+server's audit log names each sender). Pods are followed by a watch of the
+suite's own, every creation counted by uid. The table goes to bench/results/chaos.md.
 """
 
 from __future__ import annotations

@@ -19,9 +19,12 @@ class Operators:
     """The operator processes of a scenario, restarted like a kubelet would
     when one exits without being told to; such restarts are counted."""
 
-    def __init__(self, install: Install, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, install: Install, env: dict[str, str] | None = None, server: str = ""
+    ) -> None:
         self.install = install
         self.env = env or {}
+        self.server = server  # the API server's address for them, if not the cluster's
         self.procs: list[OperatorProcess] = []
         self.restarts = 0
         self._meant: set[int] = set()  # pids we stopped or killed
@@ -39,7 +42,8 @@ class Operators:
     def _new(self) -> OperatorProcess:
         self._serial += 1
         name = f"chaos-{self._serial}"
-        return OperatorProcess(self.install, name=name, env=self.env).start(wait_ready=False)
+        proc = OperatorProcess(self.install, name=name, env=self.env, server=self.server)
+        return proc.start(wait_ready=False)
 
     def kill(self, proc: OperatorProcess) -> None:
         """SIGKILL, as the node or the OOM killer would."""

@@ -69,12 +69,13 @@ class Install:
     def service_account(self) -> str:
         return str(self.pod_spec()["serviceAccountName"])
 
-    def operator_kubeconfig(self, path: Path) -> Path:
-        """A kubeconfig that authenticates as the chart's ServiceAccount."""
+    def operator_kubeconfig(self, path: Path, server: str = "") -> Path:
+        """A kubeconfig that authenticates as the chart's ServiceAccount
+        (through ``server`` instead of the API server's address, if given)."""
         token = self.cluster.kubectl(
             "create", "token", self.service_account, "-n", self.namespace, "--duration=6h"
         ).stdout.strip()
-        return self.cluster.write_kubeconfig(path, token, user=self.service_account)
+        return self.cluster.write_kubeconfig(path, token, user=self.service_account, server=server)
 
     def operator_env(self) -> dict[str, str]:
         """The DLK8S_* variables the chart sets on the operator container."""
@@ -194,6 +195,9 @@ class OperatorProcess:
     args: Sequence[str] = ()
     env: dict[str, str] = field(default_factory=dict)
     name: str = "operator"
+    # The API server's address for it, when not the cluster's own: a proxy
+    # in between (make chaos cuts the operator off there).
+    server: str = ""
     popen: subprocess.Popen[bytes] | None = field(init=False, default=None)
     port: int = field(init=False, default=0)  # /metrics, over TLS
     probe_port: int = field(init=False, default=0)  # /healthz and /readyz
@@ -214,7 +218,9 @@ class OperatorProcess:
 
     def start(self, wait_ready: bool = True) -> OperatorProcess:
         self.dir.mkdir(parents=True, exist_ok=True)
-        kubeconfig = self.install.operator_kubeconfig(self.dir / f"{self.name}.kubeconfig")
+        kubeconfig = self.install.operator_kubeconfig(
+            self.dir / f"{self.name}.kubeconfig", self.server
+        )
         config = self.install.write_operator_config(self.dir / f"{self.name}-config")
         self.port, self.probe_port = free_port(), free_port()
         self.certs = metrics_certs(self.install.cluster)

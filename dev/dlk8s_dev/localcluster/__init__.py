@@ -22,6 +22,8 @@ from .cluster import REAL_NAMESPACE, LocalCluster, leftover_processes, own_prefi
 from .controlplane import API_PORT_ON_NODE, CONTROLLERS
 from .kwok import (
     DEFAULT_NODES,
+    END_MESSAGE_ANNOTATION,
+    END_REASON_ANNOTATION,
     EXIT_CODE_ANNOTATION,
     FAKE_NODE_ANNOTATION,
     RUN_DURATION_ANNOTATION,
@@ -44,6 +46,8 @@ __all__ = [
     "CONTROLLERS",
     "DEFAULT_NODES",
     "DEFAULT_TOOLS_BIN",
+    "END_MESSAGE_ANNOTATION",
+    "END_REASON_ANNOTATION",
     "EXIT_CODE_ANNOTATION",
     "FAKE_NODE_ANNOTATION",
     "REAL_NAMESPACE",

@@ -280,8 +280,11 @@ class LocalCluster:
         cfg.api_key = {"authorization": f"Bearer {token or self.token}"}
         return client.ApiClient(cfg)
 
-    def write_kubeconfig(self, path: Path, token: str, user: str = "admin") -> Path:
-        """A kubeconfig that authenticates with ``token``: e.g. a ServiceAccount's."""
+    def write_kubeconfig(
+        self, path: Path, token: str, user: str = "admin", server: str = ""
+    ) -> Path:
+        """A kubeconfig that authenticates with ``token``: e.g. a ServiceAccount's;
+        ``server``: another way to the API server (a proxy) than its own address."""
         ca = base64.b64encode(self.ca_file.read_bytes()).decode()
         config = {
             "apiVersion": "v1",
@@ -289,7 +292,7 @@ class LocalCluster:
             "clusters": [
                 {
                     "name": "local",
-                    "cluster": {"server": self.server, "certificate-authority-data": ca},
+                    "cluster": {"server": server or self.server, "certificate-authority-data": ca},
                 }
             ],
             "users": [{"name": user, "user": {"token": token}}],

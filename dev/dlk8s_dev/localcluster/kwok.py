@@ -4,7 +4,9 @@ stages that move their pods (Running at once, finished only when asked).
 Pods finish only when asked: annotate a Running pod with
 ``kwok.dlk8s.io/exit-code`` (optionally ``kwok.dlk8s.io/run-duration``, a Go
 duration such as ``5s``) and kwok moves it to Succeeded (code 0) or Failed with
-that exit code in every container's status. A pod annotated
+that exit code in every container's status (``kwok.dlk8s.io/end-reason``
+and ``-message`` set what the kubelet would say of the end, such as
+``StartError``). A pod annotated
 ``kwok.dlk8s.io/use-grace`` is deleted only at the end of its grace period,
 not at once.
 """
@@ -19,6 +21,9 @@ from .. import datafiles
 EXIT_CODE_ANNOTATION = "kwok.dlk8s.io/exit-code"
 RUN_DURATION_ANNOTATION = "kwok.dlk8s.io/run-duration"
 USE_GRACE_ANNOTATION = "kwok.dlk8s.io/use-grace"
+# The terminated state's reason and message instead of Error (or Completed).
+END_REASON_ANNOTATION = "kwok.dlk8s.io/end-reason"
+END_MESSAGE_ANNOTATION = "kwok.dlk8s.io/end-message"
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
 
@@ -41,6 +46,8 @@ def kwok_pod_stages() -> list[dict[str, Any]]:
         exit_code_annotation=EXIT_CODE_ANNOTATION,
         run_duration_annotation=RUN_DURATION_ANNOTATION,
         use_grace_annotation=USE_GRACE_ANNOTATION,
+        end_reason_annotation=END_REASON_ANNOTATION,
+        end_message_annotation=END_MESSAGE_ANNOTATION,
     )
 
 

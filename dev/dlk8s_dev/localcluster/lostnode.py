@@ -1,4 +1,5 @@
-"""A fake node that can be lost the way a powered-off machine is.
+"""A fake node that can be lost the way a powered-off machine is, or cut
+off from the API server for a while.
 
 The cluster's kwok plays the kubelet of every node annotated as fake, and
 goes on playing it whatever happens to the annotation (its informer filters
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +35,17 @@ class LosableNode:
     def lose(self) -> None:
         """Its kubelet is gone: SIGKILL, as a node's power cut ends it."""
         processes.end(self.process)
+
+    @contextlib.contextmanager
+    def cut_off(self) -> Iterator[None]:
+        """Its kubelet cut off from the API server for the block (SIGSTOP: it
+        renews nothing and confirms nothing, while its pods, as far as they
+        know, run on), then back (SIGCONT), as a partition heals."""
+        self.process.popen.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            self.process.popen.send_signal(signal.SIGCONT)
 
 
 @contextlib.contextmanager
