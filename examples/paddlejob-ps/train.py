@@ -10,6 +10,8 @@ synchronous mode does not run on Paddle 3.0's CPU build.
 """
 
 import os
+import socket
+import time
 
 # The parameter server's programs run on Paddle's old program representation.
 os.environ.setdefault("FLAGS_enable_pir_api", "0")
@@ -36,7 +38,27 @@ def model():
     return loss
 
 
+def wait_for_pservers(seconds=300):
+    """Until every pserver accepts connections. fleet.init_worker() sends its
+    first requests at once and does not repeat one that a pserver still
+    starting refused: the trainer then waits for ever. Pserver 0 opens its
+    port only after the trainers have met it in fleet.init(), so no launcher
+    can wait for it before the program starts; the program must."""
+    deadline = time.monotonic() + seconds
+    for endpoint in os.environ["PADDLE_PSERVERS_IP_PORT_LIST"].split(","):
+        host, port = endpoint.rsplit(":", 1)
+        while True:
+            try:
+                socket.create_connection((host, int(port)), timeout=2).close()
+                break
+            except OSError as err:
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"pserver {endpoint}: no connection in {seconds}s") from err
+                time.sleep(0.5)
+
+
 def train(loss):
+    wait_for_pservers()
     executor = paddle.static.Executor(paddle.CPUPlace())
     executor.run(paddle.static.default_startup_program())
     fleet.init_worker()
