@@ -1,11 +1,13 @@
 """Scenario 14, slow-api: every pod create waits 25 s in an admission
 webhook (a policy engine under load), while API Priority and Fairness
 gives the operator's ServiceAccount a priority level of its own with few
-seats that rejects what does not fit (429 with Retry-After) (issue 49).
+seats (13 here) that rejects what does not fit (429 with Retry-After), and
+another client of the same ServiceAccount keeps 20 slow creates in flight
+(dry runs, through the same webhook): most of the operator's requests
+meet a full priority level (issue 49).
 
 The operator's requests time out after 30 s in all, the longest a webhook
-may take; its creates hold their seats for the webhook's 25 s, so most of
-its other requests meanwhile are refused. Must be zero: the usual
+may take. Must be zero: the usual
 (duplicate pods: more than one per replica; no pod is disrupted here);
 the notes say how many requests were refused or timed out.
 """
@@ -13,16 +15,21 @@ the notes say how many requests were refused or timed out.
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
+
+from kubernetes import client
 
 from bench.chaos.jobs import mixed
 from bench.chaos.ledger import duplicates
 from bench.chaos.operators import Operators
 from bench.chaos.suite import Row, Suite
 from bench.chaos.webhook import SlowWebhook
+from bench.common.operator import ApiError, Kube, TransportError
 
 DELAY = 25.0  # seconds the webhook takes on each pod create
 NAME = "chaos-throttle"
+LOAD = 20  # the other client's creates in flight
 
 
 def slow_api(suite: Suite) -> Row:
@@ -30,7 +37,7 @@ def slow_api(suite: Suite) -> Row:
     jobs = 10 if suite.args.short else 30
     ns = suite.namespace("chaos-slow")
     names = [f"w{i}" for i in range(jobs)]
-    with SlowWebhook(suite.cluster, ns, DELAY) as hook, throttled(suite):
+    with SlowWebhook(suite.cluster, ns, DELAY) as hook, throttled(suite, ns) as load:
         ops = Operators(suite.install).start()
         op = ops.procs[0]
         op.wait_ready()
@@ -41,8 +48,9 @@ def slow_api(suite: Suite) -> Row:
     row.duplicates = duplicates(suite.ledger, ns)
     row.restarts = ops.restarts
     row.notes.append(
-        f"{calls} webhook calls for {len(suite.ledger.of(ns))} pods;"
-        f" requests refused or failed: {refused or 'none'}"
+        f"{calls - (load.sent - load.refused)} webhook calls for {len(suite.ledger.of(ns))} pods;"
+        f" the operator's requests refused or failed, by code: {refused or 'none'};"
+        f" the other client's: {load.sent} sent, {load.refused} refused"
     )
     ops.stop()
     return row
@@ -50,12 +58,18 @@ def slow_api(suite: Suite) -> Row:
 
 class throttled:  # noqa: N801 (a context manager read as a phrase)
     """The operators' ServiceAccount's requests in a priority level of one
-    nominal share that lends and borrows nothing and rejects what waits."""
+    nominal share that lends and borrows nothing and rejects what waits,
+    filled by LOAD slow dry-run pod creates in `namespace` with the same
+    ServiceAccount's token."""
 
-    def __init__(self, suite: Suite) -> None:
-        self.suite = suite
+    def __init__(self, suite: Suite, namespace: str) -> None:
+        self.suite, self.namespace = suite, namespace
+        self.sent = self.refused = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> throttled:
         install = self.suite.install
         account = {"name": install.service_account, "namespace": install.namespace}
         sa = {"kind": "ServiceAccount", "serviceAccount": account}
@@ -102,10 +116,55 @@ class throttled:  # noqa: N801 (a context manager read as a phrase)
         ]
         listing = {"apiVersion": "v1", "kind": "List", "items": objects}
         self.suite.cluster.kubectl("apply", "-f", "-", input=json.dumps(listing))
+        kube = self._as_operator()
+        for _ in range(LOAD):
+            thread = threading.Thread(target=self._load, args=(kube,), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(DELAY + 15)
         for kind in ("flowschema", "prioritylevelconfiguration"):
             self.suite.cluster.kubectl("delete", kind, NAME, check=False)
+
+    def _as_operator(self) -> Kube:
+        install, cluster = self.suite.install, self.suite.cluster
+        token = cluster.kubectl(
+            "create", "token", install.service_account, "-n", install.namespace
+        ).stdout.strip()
+        cfg = client.Configuration()
+        cfg.host, cfg.ssl_ca_cert = cluster.server, str(cluster.ca_file)
+        cfg.api_key = {"authorization": f"Bearer {token}"}
+        cfg.connection_pool_maxsize = LOAD
+        return Kube(client.ApiClient(cfg))
+
+    def _load(self, kube: Kube) -> None:
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"generateName": "load-", "namespace": self.namespace},
+            "spec": {"containers": [{"name": "c", "image": "load"}]},
+        }
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        while not self._stop.is_set():
+            refused = False
+            try:
+                kube.request(
+                    "POST", path, query=[("dryRun", "All")], body=pod, resource="pods",
+                    timeout=DELAY + 10,
+                )  # fmt: skip
+            except ApiError as err:
+                refused = err.status == 429  # APF's; anything else reached the webhook
+            except TransportError:
+                pass
+            with self._lock:
+                self.sent += 1
+                self.refused += refused
+            if refused:
+                self._stop.wait(0.2)
 
 
 def errors(metrics: str) -> dict[str, float]:
