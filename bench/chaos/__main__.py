@@ -1,7 +1,7 @@
 """The chaos suite: faults an operator of a real cluster meets, on the local
 control plane (`make chaos`; not part of `make test`).
 
-    make chaos                                   # the full run, ~15 minutes
+    make chaos                                   # the full run, ~35 minutes
     .tools/venv/bin/python -m bench.chaos --short  # fewer jobs and kills
 
 One local control plane (4 kwok nodes; scenario 7 gets a second one, with
