@@ -8,8 +8,9 @@ middle of a pass, before its election notices that the Lease has another
 holder. Must be zero: writes it sends once the standby holds the Lease
 (counted in the API server's audit log, which names each request's sender
 by its user agent), besides the usual duplicates, orphans, wrong and lost
-jobs. Its exit, once it sees the Lease taken, is expected and not counted
-as a restart; it comes back as a standby.
+jobs (a resumed leader that does not exit counts as wrong). Its exit, once
+it sees the Lease taken, is expected and not counted as a restart; it
+comes back as a standby.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def paused_leader(suite: Suite) -> Row:
     paused = time.monotonic()
     suite.wait("the standby to lead", lambda: leads(standby), LEASE_SECONDS * 3)
     took = time.monotonic() - paused
+    successor = holder(suite)
     time.sleep(ALONE)
     leader.popen.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
     gave_up = suite.wait(
@@ -62,12 +64,13 @@ def paused_leader(suite: Suite) -> Row:
     ops.replace(leader)  # back as a standby
     submitter.join()
     suite.judge(row, ns, {f"p{i}": "Succeeded" for i in range(jobs)}, timeout=300)
-    row.stale_writes = stale_writes(suite, identity, holder(suite))
+    row.stale_writes = stale_writes(suite, identity, successor)
+    row.wrong += 0 if gave_up else 1  # a leader that does not step down is wrong
     row.restarts = ops.restarts
     row.notes.append(
         f"standby led {took:.1f}s after the pause (lease {LEASE_SECONDS}s), worked {ALONE}s"
         f" alone; the resumed leader {'exited' if gave_up else 'did not exit'},"
-        f" {fenced} write(s) held back"
+        f" its log named {fenced} write(s) held back"
     )
     ops.stop()
     return row
