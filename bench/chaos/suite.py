@@ -173,6 +173,18 @@ class Suite:
         row.jobs = len(expected)
         return row
 
+    def restarts(self, namespace: str) -> tuple[int, str]:
+        """The jobs that counted a restart, and a note of the pods recreated
+        without counting (by reason) and of the restarts counted."""
+        statuses = [job.get("status") or {} for job in self.jobs(namespace).values()]
+        why = Counter(e.get("reason") for s in statuses for e in s.get("uncountedRestarts") or [])
+        reasons = ", ".join(f"{n} {reason}" for reason, n in why.most_common())
+        counted = sum(s.get("restartCount", 0) for s in statuses)
+        note = f"{sum(why.values())} pods recreated without counting ({reasons}),"
+        return sum(1 for s in statuses if s.get("restartCount")), (
+            f"{note} restarts counted {counted}"
+        )
+
     # -- the run --
 
     def run(self, scenarios: Sequence[Callable[[Suite], Row]]) -> list[Row]:

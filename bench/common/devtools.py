@@ -4,7 +4,8 @@ imports ``dlk8s_dev`` (tests/unit/project/test_bench_layout.py).
 
 - ``LocalCluster``, ``NodeSpec``, ``ClusterError``: the local control plane
   with its kwok nodes, and what its failures raise; ``losable_node``: a
-  node whose kubelet (a kwok of its own) the chaos suite kills;
+  node whose kubelet (a kwok of its own) the chaos suite kills or stops
+  (a ``LosableNode``);
 - ``EXIT_CODE_ANNOTATION``, ``RUN_DURATION_ANNOTATION``: the annotations on
   which kwok ends a pod, after how long and with which exit code;
   ``USE_GRACE_ANNOTATION``: a pod kwok deletes only at its grace's end;
@@ -40,6 +41,7 @@ from dlk8s_dev.localcluster import (
     USE_GRACE_ANNOTATION,
     ClusterError,
     LocalCluster,
+    LosableNode,
     NodeSpec,
     free_port,
     losable_node,
@@ -65,6 +67,7 @@ __all__ = [
     "Install",
     "Kueue",
     "LocalCluster",
+    "LosableNode",
     "MultiCluster",
     "NodeSpec",
     "OperatorProcess",

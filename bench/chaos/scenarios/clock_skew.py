@@ -15,7 +15,6 @@ restarts counted for the disruption, jobs not Done.
 from __future__ import annotations
 
 import glob
-from collections import Counter
 
 from bench.chaos.jobs import mixed, with_pod, with_template
 from bench.chaos.ledger import overlaps
@@ -68,14 +67,12 @@ def clock_skew(suite: Suite) -> Row:
         suite.judge(row, ns, dict.fromkeys(names, "Succeeded"), timeout=420)
     finally:
         suite.cluster.kubectl("taint", "node", tainted, "chaos-", check=False)
-    statuses = [job.get("status") or {} for job in suite.jobs(ns).values()]
-    row.wrong += sum(1 for s in statuses if s.get("restartCount"))
+    counted, note = suite.restarts(ns)
+    row.wrong += counted
     row.duplicates = overlaps(suite.ledger, ns)
-    why = Counter(e.get("reason") for s in statuses for e in s.get("uncountedRestarts") or [])
     row.notes.append(
         f"the operator read the API server's clock as {offset:+.1f}s off its own;"
-        f" {tainted} tainted: {sum(why.values())} pods recreated without counting"
-        f" ({', '.join(f'{n} {r}' for r, n in why.most_common())})"
+        f" {tainted} tainted: {note}"
     )
     row.restarts = ops.restarts
     ops.stop()

@@ -46,17 +46,11 @@ def drain_taint(suite: Suite) -> Row:
         return [(job.get("status") or {}).get("phase", "") for job in suite.jobs(ns).values()]
 
     suite.wait("every job Done", lambda: set(phases()) == {"Done"}, 60)
-    statuses = [job.get("status") or {} for job in suite.jobs(ns).values()]
-    counted = [s.get("restartCount", 0) for s in statuses]
     # Not Done, or a restart counted for a disruption: both are wrong.
-    row.wrong += sum(1 for s in statuses if s.get("phase") != "Done" or s.get("restartCount"))
+    counted, note = suite.restarts(ns)
+    row.wrong += counted + sum(1 for phase in phases() if phase != "Done")
     row.duplicates = overlaps(suite.ledger, ns)
-    why = Counter(e.get("reason") for s in statuses for e in s.get("uncountedRestarts") or [])
-    row.notes.append(
-        f"{drained} drained, {tainted} tainted; {sum(why.values())} pods recreated without"
-        f" counting ({', '.join(f'{n} {reason}' for reason, n in why.most_common())}),"
-        f" restarts counted {sum(counted)}"
-    )
+    row.notes.append(f"{drained} drained, {tainted} tainted; {note}")
     row.notes += charged(suite, ns)
     row.restarts = ops.restarts
     ops.stop()

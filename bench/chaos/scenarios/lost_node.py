@@ -19,14 +19,16 @@ lost node is removed (as its owner would, or a cloud's node controller).
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from bench.chaos.jobs import mixed, with_pod
 from bench.chaos.ledger import overlaps
 from bench.chaos.operators import Operators
 from bench.chaos.suite import Row, Suite
-from bench.common.devtools import NodeSpec, losable_node
+from bench.common.devtools import LosableNode, NodeSpec, losable_node
 from bench.common.operator import Scope, resource_for
 
 POOL, TAINT = "chaos/pool", "lost-node"
@@ -64,46 +66,54 @@ def lost_node(suite: Suite) -> Row:
     row = Row("a node lost for good with its pods during 40 running jobs")
     jobs = 15 if suite.args.short else 40
     ns = suite.namespace("chaos-lost")
-    labels, taints = {POOL: TAINT}, [{"key": POOL, "value": TAINT, "effect": "NoSchedule"}]
     ops = Operators(suite.install).start()
     ops.procs[0].wait_ready()
     names = [f"n{i}" for i in range(jobs)]
-    with (
-        losable_node(suite.cluster, NodeSpec(NODES[0], gpu=0), labels, taints) as a,
-        losable_node(suite.cluster, NodeSpec(NODES[1], gpu=0), labels, taints) as b,
-    ):
-        suite.submit(ns, [placed(mixed(n, i, workers=2, run=RUN)) for i, n in enumerate(names)])
-        suite.wait(
-            "the jobs to run", lambda: suite.settled(ns, dict.fromkeys(names, "Running")), 180
-        )
-        pods = Counter(p["spec"].get("nodeName", "") for p in _pods(suite, ns))
-        lost = a if pods[a.name] >= pods[b.name] else b
-        stuck = {
-            p["metadata"]["uid"] for p in _pods(suite, ns) if p["spec"].get("nodeName") == lost.name
-        }
+    with busy_pool(suite, ns, names, NODES) as (lost, stuck):
         lost.lose()
         done = suite.wait(
             "every job Done", lambda: suite.settled(ns, dict.fromkeys(names, "Succeeded")), BOUND
         )
-        still = [p for p in _pods(suite, ns) if p["metadata"]["uid"] in stuck]
+        still = [p for p in pods_of(suite, ns) if p["metadata"]["uid"] in stuck]
         row.notes.append(
             f"{lost.name} lost with {len(stuck)} pods; {len(still)} still Terminating there"
             f" when every job was {'Done' if done else 'not Done'}"
         )
     # The node removed: its pods go with it (pod GC, or here the suite).
     suite.judge(row, ns, dict.fromkeys(names, "Succeeded"), timeout=60)
-    statuses = [job.get("status") or {} for job in suite.jobs(ns).values()]
-    row.wrong += sum(1 for s in statuses if s.get("restartCount"))
+    counted, note = suite.restarts(ns)
+    row.wrong += counted
     row.duplicates = overlaps(suite.ledger, ns, lost_with_node=stuck)
-    why = Counter(e.get("reason") for s in statuses for e in s.get("uncountedRestarts") or [])
-    row.notes.append(
-        f"recreated without counting: {', '.join(f'{n} {r}' for r, n in why.most_common())};"
-        f" restarts counted {sum(s.get('restartCount', 0) for s in statuses)}"
-    )
+    row.notes.append(note)
     row.restarts = ops.restarts
     ops.stop()
     return row
 
 
-def _pods(suite: Suite, ns: str) -> list[dict[str, Any]]:
+@contextlib.contextmanager
+def busy_pool(
+    suite: Suite, ns: str, names: list[str], nodes: tuple[str, str]
+) -> Iterator[tuple[LosableNode, set[str]]]:
+    """Two nodes of kwok processes of their own, the jobs `names` running
+    there (placed), for the block: the busier node and its pods' uids."""
+    labels, taints = {POOL: TAINT}, [{"key": POOL, "value": TAINT, "effect": "NoSchedule"}]
+    with (
+        losable_node(suite.cluster, NodeSpec(nodes[0], gpu=0), labels, taints) as a,
+        losable_node(suite.cluster, NodeSpec(nodes[1], gpu=0), labels, taints) as b,
+    ):
+        suite.submit(ns, [placed(mixed(n, i, workers=2, run=RUN)) for i, n in enumerate(names)])
+        suite.wait(
+            "the jobs to run", lambda: suite.settled(ns, dict.fromkeys(names, "Running")), 180
+        )
+        pods = Counter(p["spec"].get("nodeName", "") for p in pods_of(suite, ns))
+        busier = a if pods[a.name] >= pods[b.name] else b
+        there = {
+            p["metadata"]["uid"]
+            for p in pods_of(suite, ns)
+            if p["spec"].get("nodeName") == busier.name
+        }
+        yield busier, there
+
+
+def pods_of(suite: Suite, ns: str) -> list[dict[str, Any]]:
     return list(suite.kube.list_objects(Scope(resource_for("v1", "Pod"), ns)).items)

@@ -18,16 +18,11 @@ of the cut-off node still there once it is back among them).
 from __future__ import annotations
 
 import time
-from collections import Counter
-from typing import Any
 
-from bench.chaos.jobs import mixed
 from bench.chaos.ledger import overlaps
 from bench.chaos.operators import Operators
-from bench.chaos.scenarios.lost_node import BOUND, POOL, RUN, TAINT, placed
+from bench.chaos.scenarios.lost_node import BOUND, busy_pool, pods_of
 from bench.chaos.suite import Row, Suite
-from bench.common.devtools import NodeSpec, losable_node
-from bench.common.operator import Scope, resource_for
 
 NODES = ("chaos-cut-a", "chaos-cut-b")
 # Past the node controller's grace (50 s), the pods' toleration (10 s),
@@ -40,50 +35,34 @@ def node_partition(suite: Suite) -> Row:
     row = Row(f"a node cut off from the API server for {CUT}s during 40 running jobs, then back")
     jobs = 15 if suite.args.short else 40
     ns = suite.namespace("chaos-cut")
-    labels, taints = {POOL: TAINT}, [{"key": POOL, "value": TAINT, "effect": "NoSchedule"}]
     ops = Operators(suite.install).start()
     ops.procs[0].wait_ready()
     names = [f"q{i}" for i in range(jobs)]
-    with (
-        losable_node(suite.cluster, NodeSpec(NODES[0], gpu=0), labels, taints) as a,
-        losable_node(suite.cluster, NodeSpec(NODES[1], gpu=0), labels, taints) as b,
-    ):
-        suite.submit(ns, [placed(mixed(n, i, workers=2, run=RUN)) for i, n in enumerate(names)])
-        suite.wait(
-            "the jobs to run", lambda: suite.settled(ns, dict.fromkeys(names, "Running")), 180
-        )
-        pods = Counter(p["spec"].get("nodeName", "") for p in _pods(suite, ns))
-        cut = a if pods[a.name] >= pods[b.name] else b
-        there = {
-            p["metadata"]["uid"] for p in _pods(suite, ns) if p["spec"]["nodeName"] == cut.name
-        }
+    with busy_pool(suite, ns, names, NODES) as (cut, there):
         with cut.cut_off():
             time.sleep(CUT)
         done = suite.wait(
             "every job Done", lambda: suite.settled(ns, dict.fromkeys(names, "Succeeded")), BOUND
         )
-        left = suite.wait(
-            "the cut-off node's pods gone",
-            lambda: not [p for p in _pods(suite, ns) if p["metadata"]["uid"] in there],
-            60,
-        )
-        leftover = len([p for p in _pods(suite, ns) if p["metadata"]["uid"] in there])
+
+        def left() -> int:
+            return len([p for p in pods_of(suite, ns) if p["metadata"]["uid"] in there])
+
+        gone = suite.wait("the cut-off node's pods gone", lambda: not left(), 60)
+        leftover = left()
         by_design = overlaps(suite.ledger, ns) - overlaps(suite.ledger, ns, lost_with_node=there)
         row.notes.append(
             f"{cut.name} cut off with {len(there)} pods; every job"
             f" {'Done' if done else 'not Done'} within {BOUND}s of its return;"
-            f" its pods {'gone' if left else 'still there'} once back;"
+            f" its pods {'gone' if gone else 'still there'} once back;"
             f" {by_design} ran on beside their replacements while cut off (by design)"
         )
     suite.judge(row, ns, dict.fromkeys(names, "Succeeded"), timeout=60)
-    statuses = [job.get("status") or {} for job in suite.jobs(ns).values()]
-    row.wrong += sum(1 for s in statuses if s.get("restartCount"))
+    counted, note = suite.restarts(ns)
+    row.wrong += counted
     row.duplicates = overlaps(suite.ledger, ns, lost_with_node=there)
     row.orphans += leftover
+    row.notes.append(note)
     row.restarts = ops.restarts
     ops.stop()
     return row
-
-
-def _pods(suite: Suite, ns: str) -> list[dict[str, Any]]:
-    return list(suite.kube.list_objects(Scope(resource_for("v1", "Pod"), ns)).items)

@@ -15,9 +15,8 @@ from __future__ import annotations
 import time
 from urllib.parse import urlparse
 
-from bench.chaos.jobs import mixed
 from bench.chaos.operators import Operators, Outage
-from bench.chaos.scenarios.sigstop_compact import change_while_stopped
+from bench.chaos.scenarios.sigstop_compact import change_while_stopped, first_jobs_running
 from bench.chaos.suite import Row, Suite
 from bench.common.devtools import TcpProxy
 
@@ -33,13 +32,7 @@ def operator_partition(suite: Suite) -> Row:
         ops = Operators(suite.install, server=f"https://127.0.0.1:{proxy.port}").start()
         op = ops.procs[0]
         op.wait_ready()
-        first = [mixed(f"c{i}", i, workers=1, run=None) for i in range(20)]
-        suite.submit(ns, first)
-        suite.wait(
-            "the first jobs to run",
-            lambda: suite.settled(ns, {f"c{i}": "Running" for i in range(20)}),
-            120,
-        )
+        first = first_jobs_running(suite, ns, "c")
         outage = Outage()
         with outage.window(op), proxy.partitioned():
             cut = time.monotonic()

@@ -20,13 +20,7 @@ def sigstop_compact(suite: Suite) -> Row:
     ops = Operators(suite.install).start()
     op = ops.procs[0]
     op.wait_ready()
-    first = [mixed(f"s{i}", i, workers=1, run=None) for i in range(20)]
-    suite.submit(ns, first)
-    suite.wait(
-        "the first jobs to run",
-        lambda: suite.settled(ns, {f"s{i}": "Running" for i in range(20)}),
-        120,
-    )
+    first = first_jobs_running(suite, ns, "s")
     offset = log_size(op)
     outage = Outage()
     with outage.window(op):
@@ -48,6 +42,18 @@ def sigstop_compact(suite: Suite) -> Row:
     )
     ops.stop()
     return row
+
+
+def first_jobs_running(suite: Suite, ns: str, prefix: str) -> list[dict[str, Any]]:
+    """Twenty jobs that run on (change_while_stopped ends or deletes some),
+    submitted and Running."""
+    first = [mixed(f"{prefix}{i}", i, workers=1, run=None) for i in range(20)]
+    suite.submit(ns, first)
+    names = [job["metadata"]["name"] for job in first]
+    suite.wait(
+        "the first jobs to run", lambda: suite.settled(ns, dict.fromkeys(names, "Running")), 120
+    )
+    return first
 
 
 def change_while_stopped(suite: Suite, ns: str, first: list[dict[str, Any]]) -> dict[str, str]:
