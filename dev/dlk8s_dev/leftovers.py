@@ -128,14 +128,14 @@ def _workdirs(base: Path) -> Iterator[tuple[Path, int]]:
 def _tidy_links(dead: Callable[[int], bool]) -> list[str]:
     """Host links whose owner ``dead`` says is gone, and the backstop once no node is left."""
     removed = []
-    for name in host.host_links():
-        m = host.HOST_LINK_RE.match(name)
-        if m and dead(int(m.group(1))):
-            subprocess.run(["ip", "link", "delete", name], capture_output=True, check=False)
-            removed.append(f"link {name}")
-    if not any(host.HOST_LINK_RE.match(n) for n in host.host_links()) and host.backstop_routes():
-        host.remove_backstop()
-        removed.append("backstop routes")
+    with host.network_lock():
+        for name in host.host_links():
+            m = host.HOST_LINK_RE.match(name)
+            if m and dead(int(m.group(1))):
+                subprocess.run(["ip", "link", "delete", name], capture_output=True, check=False)
+                removed.append(f"link {name}")
+        if host.drop_unused_backstop():
+            removed.append("backstop routes")
     return removed
 
 

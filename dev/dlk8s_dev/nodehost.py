@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +28,13 @@ SERVICE_CIDR = "10.96.0.0/16"
 # following the default route off the machine.
 BACKSTOP_RANGES = ("10.244.0.0/16", "10.245.0.0/16", SERVICE_CIDR)
 BACKSTOP_METRIC = "4294967294"
+# Whether the backstop stays depends on every node of every run on the
+# machine, so one lock serializes the moments that decide it: a node adding
+# its links and the backstop, a node removing its last link and asking
+# whether the backstop goes, and a check of what a stopped node left.
+# Without it, two nodes stopping at once could each see the other's links
+# and both keep the backstop (CI run 61).
+NETWORK_LOCK = Path("/run/lock/dlk8s-node-network.lock")
 CONTROLLERS_ROOT = Path("/sys/fs/cgroup")
 # Host links of a node: dlk<pid>n<k> (the veth) and dlk<pid>a<k> (a portless
 # bridge holding the API server's address).
@@ -172,6 +180,33 @@ def remove_backstop() -> None:
             ["ip", "route", "delete", "unreachable", cidr, "metric", BACKSTOP_METRIC],
             capture_output=True,
         )
+
+
+@contextlib.contextmanager
+def network_lock() -> Iterator[None]:
+    """Hold NETWORK_LOCK (across processes) for the block."""
+    NETWORK_LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(NETWORK_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def unused_backstop() -> list[str]:
+    """The backstop routes, if no node's link is left to need them (hold network_lock)."""
+    if any(HOST_LINK_RE.match(name) for name in host_links()):
+        return []
+    return backstop_routes()
+
+
+def drop_unused_backstop() -> bool:
+    """Remove the backstop once the last node of any run is gone (hold network_lock)."""
+    if not unused_backstop():
+        return False
+    remove_backstop()
+    return True
 
 
 def mounts_under(path: Path) -> list[str]:

@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 
 from .. import nodehost as host
-from ..nodehost import HOST_LINK_RE, SERVICE_CIDR, NodeError
+from ..nodehost import SERVICE_CIDR, NodeError
 from .namespaces import NodeNamespaces
 
 # The pods' bridge, in the node's network namespace.
@@ -58,14 +58,15 @@ class NodeNetwork:
     pod_cidr: str = ""
 
     def setup(self, namespaces: NodeNamespaces) -> None:
-        self._add_veth(namespaces)
+        with host.network_lock():
+            self._add_veth(namespaces)
+            host.add_backstop()
         _ip("link", "set", self.host_veth, "up")
         # The API server's address also sits on a link of its own that
         # outlives the node: the control plane stops after the node, and
         # while it runs its address must stay local (a vanished local address
         # would send every dial to it along the default route, off the
         # machine). A bridge with no ports: this kernel has no dummy links.
-        host.add_backstop()
         _ip("link", "add", self.host_dummy, "type", "bridge")
         _ip("addr", "add", f"{self.host_ip}/32", "dev", self.host_dummy)
         _ip("link", "set", self.host_dummy, "up")
@@ -123,11 +124,11 @@ class NodeNetwork:
     def release(self) -> list[str]:
         """Remove the API server's address (once no control plane uses it)."""
         removed = []
-        if self.host_dummy and self.host_dummy in host.host_links():
-            subprocess.run(["ip", "link", "delete", self.host_dummy], capture_output=True)
-            removed.append(f"link {self.host_dummy}")
-        if not any(HOST_LINK_RE.match(name) for name in host.host_links()):
-            host.remove_backstop()  # the last node of any run on this machine is gone
+        with host.network_lock():
+            if self.host_dummy and self.host_dummy in host.host_links():
+                subprocess.run(["ip", "link", "delete", self.host_dummy], capture_output=True)
+                removed.append(f"link {self.host_dummy}")
+            host.drop_unused_backstop()
         return removed
 
     def leftovers(self) -> dict[str, list[str]]:
@@ -136,8 +137,8 @@ class NodeNetwork:
         links = host.host_links()
         found["links"] = [n for n in links if n in (self.host_veth, self.host_dummy)]
         found["bridges"] = [n for n in links if n == BRIDGE]
-        if not any(HOST_LINK_RE.match(name) for name in links):
-            found["routes"] = host.backstop_routes()
+        with host.network_lock():
+            found["routes"] = host.unused_backstop()
         save = subprocess.run(["iptables-save"], capture_output=True, text=True).stdout
         found["iptables"] = [
             line for line in save.splitlines() if self.pod_cidr in line or self.host_veth in line

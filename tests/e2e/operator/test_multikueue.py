@@ -224,7 +224,21 @@ def test_a_job_on_a_lost_worker_runs_again_on_the_other(
     submit(clusters.manager, namespace, dispatched("TFJob", "moved", kind_specs()["TFJob"]))
     lost_name = the_worker(clusters, namespace, "TFJob", "moved")
     lost = clusters.members[lost_name]
-    before = {p["metadata"]["uid"] for p in pods_of(lost, namespace, "moved").values()}
+    # The worker runs the job when it is lost: every pod of it created there.
+    # (Lost halfway through creating them, its operator creates the rest when
+    # the worker comes back: its copy is admitted there, and only the
+    # manager's Kueue knows that copy is stale.)
+    replicas = sum(r["replicas"] for r in kind_specs()["TFJob"]["replicaSpecs"])
+
+    def all_created() -> set[str] | None:
+        uids = {p["metadata"]["uid"] for p in pods_of(lost, namespace, "moved").values()}
+        return uids if len(uids) == replicas else None
+
+    before = wait_until(
+        all_created,
+        timeout=DISPATCH_WAIT,
+        what=f"the job's {replicas} pods on {lost_name}",
+    )
     with lost.api_server_down():
         other = wait_until(
             lambda: next(

@@ -7,9 +7,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
+import threading
+from pathlib import Path
 
 from dlk8s_dev import leftovers
-from dlk8s_dev.nodehost import node_tags_in
+from dlk8s_dev.nodehost import network_lock, node_tags_in
 
 
 def test_kill_returns_once_each_process_it_killed_has_exited() -> None:
@@ -54,3 +57,39 @@ def test_node_tags_in_names_none_for_a_process_outside_every_node() -> None:
     assert node_tags_in("0::/user.slice/session-1.scope\n") == set()
     # A folder's name that only starts like a tag is none.
     assert node_tags_in("0::/dlk8s-node-4242-1x/kubepods\n") == set()
+
+
+def test_network_lock_excludes_a_node_of_another_process() -> None:
+    """Whether the backstop goes is decided under a lock every run's process shares."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from dlk8s_dev.nodehost import network_lock\n"
+            "with network_lock():\n"
+            "    print('held', flush=True); sys.stdin.read()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"PYTHONPATH": str(Path(leftovers.__file__).parents[1])},
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "held\n"
+        taken = threading.Event()
+
+        def take() -> None:
+            with network_lock():
+                taken.set()
+
+        waiter = threading.Thread(target=take)
+        waiter.start()
+        assert not taken.wait(1.0), "taken while another process held it"
+        assert holder.stdin is not None
+        holder.stdin.close()
+        waiter.join(timeout=30)
+        assert taken.is_set(), "never taken after the other process let go"
+    finally:
+        holder.kill()
+        holder.wait()

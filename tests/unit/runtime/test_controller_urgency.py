@@ -147,6 +147,21 @@ def test_the_echo_of_the_job_s_own_creates_runs_no_pass(
     assert (ready(controller), controller.queue.waiting) == (0, 0)
 
 
+def test_our_creates_first_seen_running_in_a_list_run_the_job_s_pass(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    """The pods' watch expired while the pass's pods came up (make chaos
+    sigstop_compact): the list that follows shows them first Running,
+    which the pass that created them never saw; the batch's pass writes it."""
+    submitted(job_caches)
+    controller.sync(KEY)
+    for plural, obj in children(kube):
+        if plural == "pods":
+            obj = pod(kube, obj["metadata"]["name"], "Running")
+        controller.on_child(plural, ADDED)(obj)
+    assert (ready(controller), controller.queue.waiting) == (0, 1)
+
+
 def test_a_pass_that_found_the_job_awaiting_its_creates_runs_when_the_last_shows(
     controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
 ) -> None:

@@ -169,3 +169,16 @@ def test_the_echo_of_the_job_s_own_create_runs_none_unless_its_pod_waits_behind_
     assert when("PaddleJob", "pods", None, others, never, own_create=True) is Urgency.NONE
     workload = {"metadata": {"name": "w"}, "spec": {}}
     assert when("TFJob", "workloads", None, workload, never, own_create=True) is Urgency.LATER
+
+
+def test_our_create_first_seen_in_a_list_after_it_moved_on_is_news_to_the_job() -> None:
+    """A watch that expired while the pass's pods came up: the list shows
+    them first Running, scheduled or ended, which that pass never saw."""
+    qos = pod("master", qosClass="BestEffort")
+    assert when("TFJob", "pods", None, qos, never, own_create=True) is Urgency.NONE
+    running = pod("master", phase="Running", podIP="10.244.0.5")
+    assert when("TFJob", "pods", None, running, never, own_create=True) is Urgency.LATER
+    scheduled = pod("worker") | {"spec": {"nodeName": "n"}}
+    assert when("TFJob", "pods", None, scheduled, never, own_create=True) is Urgency.LATER
+    failed = exited("worker", 1)
+    assert when("TFJob", "pods", None, failed, never, own_create=True) is Urgency.LATER
