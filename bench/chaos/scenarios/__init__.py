@@ -3,7 +3,7 @@
 ``SCENARIOS`` run on a cluster without Kueue: operator_kill,
 apiserver_restart, sigstop_compact, leader_kill, hostile, drain_taint,
 lost_node, paused_leader, clock_skew, operator_partition, node_partition,
-slow_api, start_failure.
+slow_api, start_failure, operator_away.
 ``KUEUE_SCENARIOS`` (kueue) run on a second cluster, with Kueue beside it.
 ``MULTIKUEUE_SCENARIOS`` (multikueue) run on clusters of their own, a
 MultiKueue manager and two workers; they take the suite's arguments.
@@ -21,6 +21,7 @@ from bench.chaos.scenarios.leader_kill import leader_kill
 from bench.chaos.scenarios.lost_node import lost_node
 from bench.chaos.scenarios.multikueue import multikueue
 from bench.chaos.scenarios.node_partition import node_partition
+from bench.chaos.scenarios.operator_away import operator_away
 from bench.chaos.scenarios.operator_kill import operator_kill
 from bench.chaos.scenarios.operator_partition import operator_partition
 from bench.chaos.scenarios.paused_leader import paused_leader
@@ -42,6 +43,7 @@ SCENARIOS = [
     node_partition,
     slow_api,
     start_failure,
+    operator_away,
 ]
 KUEUE_SCENARIOS = [kueue]
 MULTIKUEUE_SCENARIOS = [multikueue]

@@ -22,6 +22,7 @@ from dlk8s.job.vocabulary import (
     LABEL_REPLICA_INDEX,
     LABEL_REPLICA_TYPE,
     LABEL_RUNTIME_ID,
+    TRACKING_FINALIZER,
 )
 
 # (apiVersion, kind) of each child type.
@@ -144,7 +145,9 @@ def pod_for_slot(ctx: JobContext, slot: Slot, restart_count: int, name: str | No
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     if name is not None and name != slot.name:
         spec.setdefault("hostname", slot.name)
-    return manifest(POD, ctx, name or slot.name, labels, {"spec": spec}, annotations)
+    pod = manifest(POD, ctx, name or slot.name, labels, {"spec": spec}, annotations)
+    pod["metadata"]["finalizers"] = [TRACKING_FINALIZER]  # reconcile.tracking
+    return pod
 
 
 def headless_service(

@@ -42,6 +42,7 @@ class ObjectMeta(TypedDict, total=False):
     annotations: dict[str, str]
     ownerReferences: list[OwnerReference]
     deletionTimestamp: str  # set: the object is going away
+    finalizers: list[str]  # a pod's: ours comes off once its end is recorded
 
 
 class ContainerStatus(TypedDict, total=False):

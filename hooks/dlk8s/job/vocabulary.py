@@ -19,6 +19,8 @@ LABEL_RUNTIME_ID: Final = "dlk8s.io/runtime-id"
 # The job's restart count when the pod was created: lets a restart that was
 # acted on but whose status write was lost be recovered from the pod itself.
 ANNOTATION_RESTART_COUNT: Final = "dlk8s.io/restart-count"
+# On every pod until its end is in its job's status (reconcile.tracking).
+TRACKING_FINALIZER: Final = "dlk8s.io/job-tracking"
 
 MAX_REPLICAS: Final = 10_000
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import NamedTuple
 
-from dlk8s.job.objects import Obj
+from dlk8s.job.objects import Obj, is_terminating
 from dlk8s.runtime.childindex import ChildIndex
 from dlk8s.runtime.expectations import Expectations, Seen
 from dlk8s.runtime.informer import DELETED
@@ -49,6 +49,10 @@ class ChildEvents:
         if owner is None:
             return None
         meta, uid = obj["metadata"], owner["uid"]
+        if event != DELETED and is_terminating(obj):
+            # A delete shows as the object going away: a pod keeps the
+            # tracking finalizer until a pass lets it go (job.reconcile.tracking).
+            self._expectations.observe(uid, ("uid", meta.get("uid", "")))
         change = ("uid", meta.get("uid", "")) if event == DELETED else (group, meta["name"])
         seen = self._expectations.observe(uid, change)
         if not self._listed.is_set():

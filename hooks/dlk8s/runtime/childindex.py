@@ -119,6 +119,11 @@ class ChildIndex:
                 networkpolicies=found.get("networkpolicies", []),
             )
 
+    def owners(self) -> list[str]:
+        """The uids of the jobs with children here."""
+        with self._lock:
+            return list(self._by_owner)
+
     def forget(self, uid: str) -> None:
         """The job is gone: so are its tombstones (its children go by their events)."""
         with self._lock:

@@ -44,6 +44,7 @@ from dlk8s.runtime.expectations import Expectations
 from dlk8s.runtime.informer import ADDED, DELETED, MODIFIED, Cache, Informer
 from dlk8s.runtime.kept import kept_child, kept_job
 from dlk8s.runtime.lifecycle import Lifecycle
+from dlk8s.runtime.orphans import Orphans
 from dlk8s.runtime.ownwrites import OwnWrites
 from dlk8s.runtime.passes import STUCK_PASS_SECONDS, RunningPasses
 from dlk8s.runtime.queueing import MISSING, KueueWatch, kueue_served, with_prebuilt
@@ -152,6 +153,8 @@ class Controller:
         # The API calls of a pass, in parallel; a test passes one it can drain.
         self._pool = pool or ThreadPoolExecutor(api_parallelism, thread_name_prefix="api")
         self.executor = Executor(kube, self.expectations, self._pool, clock)  # the actions
+        # The pods of jobs that are gone: their tracking finalizers come off.
+        self.orphans = Orphans(self.children, jobs, self.executor, self._pool)
         # The informers and the workers: started, stopped, checked on.
         self.lifecycle = Lifecycle(informers, workers, self._work, self.queue.shut_down)
         # When a child's event runs its job's pass (an urgent one may be deferred).
@@ -222,6 +225,7 @@ class Controller:
             meta = obj.get("metadata", {})
             metrics.JOBS_DELETED.labels(kind, meta.get("namespace", "")).inc()
             uid = meta.get("uid", "")
+            self.orphans.release(uid)
             self.expectations.forget(uid)
             self.own_writes.forget(uid)
             self.child_events.forget(uid)
@@ -231,6 +235,8 @@ class Controller:
 
     def on_child(self, group: str, event: str) -> Callable[[Obj], None]:
         def handle(obj: Obj) -> None:
+            if group == "pods" and event != DELETED:
+                self.orphans.seen(obj, self.synced)
             due = self.child_events.apply(group, event, obj)
             if due is None:
                 return
@@ -256,6 +262,8 @@ class Controller:
         nothing once stop() was called (see runtime.lifecycle)."""
         if self.lifecycle.start():
             log.info("controller started", extra={"action": f"{self.lifecycle.workers} workers"})
+            if gone := self.orphans.release_all():
+                log.info("pods of deleted jobs released", extra={"action": f"{gone} job(s)"})
 
     @property
     def synced(self) -> bool:
@@ -394,6 +402,8 @@ class Controller:
             return STALE_RETRY_SECONDS
         if status != job.get("status"):
             self._write_status(job, status)
+        if result.after_status:  # what waited for the status (job.reconcile.tracking)
+            outcome.failures += self.executor.execute(job, result.after_status).failures
         metrics.RECONCILE_SECONDS.labels(key.kind).observe(time.monotonic() - started)
         if outcome.failures and status.get("state") != State.FAILED:
             raise outcome.failures[0]  # retried with back-off: a quota may free up

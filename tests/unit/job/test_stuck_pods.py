@@ -210,6 +210,18 @@ def test_the_cleanup_waits_for_a_terminating_pod_until_it_is_stuck() -> None:
     assert world.step().status["phase"] == "Done"
 
 
+def test_a_pod_that_ended_and_waits_only_for_our_finalizer_is_not_stuck() -> None:
+    """Its kubelet answered: the pass that lets it go is due, not a replacement beside it."""
+    world = running_world()
+    world.exit(WORKER, 137)
+    deleted_on_a_lost_node(world, WORKER, disrupted=False)
+    world.later(STUCK_AFTER * 2)
+    result = world.step()
+    assert not patches([a for a in result.actions if isinstance(a, Patch)])
+    assert creates(result, "Pod") == []
+    assert [a.name for a in result.after_status] == [WORKER]  # the finalizer off
+
+
 def test_a_pod_that_ended_but_is_held_by_another_finalizer_is_passed_over() -> None:
     world = running_world()
     world.exit(WORKER, 137)

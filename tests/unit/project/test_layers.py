@@ -180,7 +180,7 @@ RUNTIME_TIERS = (
     {"client", "events", "leader", "serving"},  # the API calls, and the listeners
     {"access", "executor", "informer"},  # built on the calls
     {"childindex", "lifecycle", "queueing"},  # what the controller keeps, over the informers
-    {"childevents"},
+    {"childevents", "orphans"},  # over the index: when a pass runs; the pods of jobs gone
     {"controller"},
 )
 # In the job layer the vocabulary is at the bottom and reconcile at the top:

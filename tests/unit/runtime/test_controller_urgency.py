@@ -243,3 +243,25 @@ def test_a_deciding_pod_s_change_keeps_its_place_behind_the_jobs_queued_already(
     controller.on_child("pods", MODIFIED)(pod(kube, MASTER, "Running"))
     served = [controller.queue.get(timeout=1) for _ in range(4)]
     assert served == [*others, KEY]
+
+
+def test_a_pod_being_deleted_meets_the_delete_s_expectation_and_its_pass_lets_it_go(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    """A pod keeps the tracking finalizer (job.reconcile.tracking), so the
+    delete shows as the pod terminating, not gone: waiting for it to go
+    would hold the very pass that lets it go."""
+    created(controller, kube, job_caches)
+    failed = pod(kube, WORKER, "Failed")
+    ended = {"exitCode": 1, "finishedAt": "2026-03-01T11:00:00Z"}  # its back-off is over
+    failed["status"]["containerStatuses"] = [{"name": "tensorflow", "state": {"terminated": ended}}]
+    failed["metadata"]["uid"] = kube.objects[("pods", "ns", WORKER)]["metadata"]["uid"]
+    controller.on_child("pods", MODIFIED)(failed)
+    controller.sync(KEY)
+    assert ("delete", "pods", "ns", WORKER) in kube.writes()
+    going = copy.deepcopy(failed)
+    going["metadata"]["deletionTimestamp"] = "2026-03-01T12:00:00Z"
+    controller.on_child("pods", MODIFIED)(going)
+    assert controller.child_events.hold(going["metadata"]["ownerReferences"][0]["uid"]) == 0
+    controller.sync(KEY)
+    assert ("patch", "pods", "ns", WORKER) in kube.writes()

@@ -49,6 +49,7 @@ from dlk8s.job.reconcile.dispatched import dispatched
 from dlk8s.job.reconcile.finished import finish
 from dlk8s.job.reconcile.invalid import invalid_verdict, spec_problems
 from dlk8s.job.reconcile.refused import Refusal
+from dlk8s.job.reconcile.tracking import releases
 from dlk8s.job.reconcile.view import Result, read_job, with_pod_totals
 from dlk8s.job.vocabulary import Handling
 
@@ -60,12 +61,19 @@ def reconcile(job: Obj, observed: Observed, config: ControllerConfig, now: datet
     InvalidSpec. An exception from here is a bug in dlk8s, never the user's;
     the controller retries it with back-off and reports it (event, metric)."""
     view = read_job(as_dict(job), observed, to_utc(now))
-    if view.deleting or view.handling == Handling.FOREIGN:
-        # The garbage collector takes over, or another controller runs it.
-        return Result([], copy.deepcopy(view.prev), None, view)
+    if view.handling == Handling.FOREIGN:
+        return Result([], copy.deepcopy(view.prev), None, view)  # another controller's
+    if view.deleting:
+        # The garbage collector takes over: nothing to keep the pods for.
+        every = releases(view.children.pods, every=True)
+        return Result(list(every), copy.deepcopy(view.prev), None, job=view)
     if view.handling == Handling.DISPATCHED and view.kind is not None and _dispatchable(view):
-        return replace(dispatched(job_context(view, view.kind, config)), job=view)
-    return with_pod_totals(_path(view, config), view)
+        result = replace(dispatched(job_context(view, view.kind, config)), job=view)
+    else:
+        result = with_pod_totals(_path(view, config), view)
+    # The pass's status records how the pods being deleted ended: once it
+    # is written, their finalizers come off (tracking.py).
+    return replace(result, after_status=[*result.after_status, *releases(view.children.pods)])
 
 
 def _dispatchable(job: JobView) -> bool:

@@ -17,12 +17,9 @@ selects it (it publishes not-ready addresses, a terminating pod's too, so
 the dead address would still resolve), the pod no longer fills the slot,
 and the next pass creates the replacement under the first free name
 (childnames.free_pod_name) with the slot's name as its hostname. The stuck
-pod is left to its kubelet or to pod GC. A pod that has ended (its kubelet
-answered) lingers only while someone's finalizer holds it; past the same
-wait it is passed over too, and the event says why. Whether its going
-counts a restart is decided as for any pod that goes (restarts.py): not
-for a disruption (the taint manager's eviction, a drain), as one for a pod
-deleted by hand.
+pod is left to its kubelet or to pod GC. Whether its going counts a restart
+is decided as for any pod that goes (restarts.py): not for a disruption
+(the taint manager's eviction, a drain), as one for a pod deleted by hand.
 
 The Job controller creates the replacement as soon as the pod is
 terminating (podReplacementPolicy TerminatingOrFailed, its default without
@@ -44,7 +41,13 @@ from dlk8s.job.failurepolicy import pod_conditions
 from dlk8s.job.jobmodel import ChildView
 from dlk8s.job.objects import as_list, as_str, dig, later, parse_time
 from dlk8s.job.reconcile.slots import SlotView
-from dlk8s.job.vocabulary import DISRUPTION_TARGET, LABEL_REPLICA_INDEX, EventType, Reason
+from dlk8s.job.vocabulary import (
+    DISRUPTION_TARGET,
+    LABEL_REPLICA_INDEX,
+    TRACKING_FINALIZER,
+    EventType,
+    Reason,
+)
 
 # Seconds past a pod's deletion deadline after which it is taken for stuck
 # when the taint manager deleted it (its DisruptionTarget says
@@ -75,9 +78,13 @@ def stuck_pods(
 
 
 def is_stuck(pod: ChildView, now: datetime) -> bool:
-    """Still there STUCK_AFTER seconds past its deletion deadline."""
+    """Still there STUCK_AFTER seconds past its deletion deadline, and not
+    only for our own finalizer on a pod that ended (its kubelet answered:
+    the pass that lets it go is due, reconcile.tracking)."""
     due = stuck_at(pod)
-    return due is not None and due <= now
+    if due is None or due > now:
+        return False
+    return not _ended(pod) or bool(_held_by(pod))
 
 
 def _ended(pod: ChildView) -> bool:
@@ -85,8 +92,9 @@ def _ended(pod: ChildView) -> bool:
 
 
 def _held_by(pod: ChildView) -> list[str]:
-    """The finalizers that keep the pod."""
-    return [str(f) for f in as_list(dig(pod.obj, "metadata", "finalizers"))]
+    """The finalizers on the pod other than ours."""
+    found = as_list(dig(pod.obj, "metadata", "finalizers"))
+    return [str(f) for f in found if f != TRACKING_FINALIZER]
 
 
 def stuck_at(pod: ChildView) -> datetime | None:

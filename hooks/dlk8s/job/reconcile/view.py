@@ -64,6 +64,9 @@ class Result:
     # The job as the pass read it (reconcile sets it): what after_refusals
     # builds on, so the job is read once a pass. Not part of the plan.
     job: JobView | None = field(default=None, compare=False, repr=False)
+    # What the I/O side does once the status is written (or found written):
+    # the finalizers of pods whose end it records (reconcile.tracking).
+    after_status: list[Action] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,105 @@
+"""What happens to pods while no operator runs is judged when it returns
+(issue 49; job.reconcile.tracking, docs/kinds.md).
+
+Every pod carries the operator's tracking finalizer, so a pod deleted while
+the operator is stopped stays, Terminating, with its last state. Two jobs,
+the operator stopped meanwhile: one WORKER exits 42, which a podFailurePolicy
+rule makes fatal, and is deleted; another is evicted (a drain). Back, the
+operator fails the first job by its rule rather than recreating a pod it
+would have counted as vanished, recreates the second without counting a
+restart, and lets both pods go.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dlk8s_dev.localcluster import LocalCluster
+from dlk8s_dev.localdeploy import OperatorProcess
+
+from ..helpers import (
+    apply,
+    evict,
+    finish_pod,
+    get_json,
+    get_or_none,
+    job_manifest,
+    wait_for_phase,
+    wait_for_pods,
+    wait_for_state,
+    wait_until,
+)
+
+FATAL, EVICTED = "away-fatal", "away-evicted"
+FINALIZER = "dlk8s.io/job-tracking"
+
+
+def tfjob(name: str, **spec: Any) -> dict[str, Any]:
+    return job_manifest("TFJob", name, {"MASTER": 1, "WORKER": 1}, "tensorflow", **spec)
+
+
+def kept_terminating(cluster: LocalCluster, ns: str, pod: str) -> dict[str, Any]:
+    """The pod, deleted and confirmed by its kubelet, kept by our finalizer alone."""
+    found = get_json(cluster, "pod", pod, "-n", ns)
+    assert found["metadata"].get("deletionTimestamp"), found["metadata"]
+    assert found["metadata"].get("finalizers") == [FINALIZER], found["metadata"]
+    return found
+
+
+def test_a_failure_and_a_disruption_while_the_operator_is_stopped_count_when_it_returns(
+    cluster: LocalCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    fatal = {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}
+    apply(cluster, namespace, tfjob(FATAL, runPolicy={"podFailurePolicy": {"rules": [fatal]}}))
+    apply(cluster, namespace, tfjob(EVICTED))
+    for job in (FATAL, EVICTED):
+        wait_for_pods(cluster, namespace, job, {f"{job}-master-0", f"{job}-worker-0"})
+        wait_for_phase(cluster, namespace, "TFJob", job, "Running")
+    evicted_uid = get_json(cluster, "pod", f"{EVICTED}-worker-0", "-n", namespace)["metadata"][
+        "uid"
+    ]
+    operator.stop()
+    try:
+        finish_pod(cluster, namespace, f"{FATAL}-worker-0", 42)
+        wait_until(
+            lambda: (
+                get_json(cluster, "pod", f"{FATAL}-worker-0", "-n", namespace)["status"].get(
+                    "phase"
+                )
+                == "Failed"
+            ),
+            what="the WORKER to fail",
+        )
+        cluster.kubectl("delete", "pod", f"{FATAL}-worker-0", "-n", namespace, "--wait=false")
+        evict(cluster, namespace, f"{EVICTED}-worker-0")
+        for job in (FATAL, EVICTED):
+            wait_until(
+                lambda j=job: (
+                    get_or_none(cluster, "pod", f"{j}-worker-0", "-n", namespace)
+                    and kept_terminating(cluster, namespace, f"{j}-worker-0")
+                ),
+                what=f"{job}-worker-0 deleted",
+            )
+    finally:
+        operator.start()
+    status = wait_for_state(cluster, namespace, "TFJob", FATAL, "Failed")
+    assert status["reason"] == "PodFailurePolicy", status
+    failed = next(c for c in status["conditions"] if c["type"] == "Failed")
+    assert "exited with code 42" in failed["message"], status
+    # The evicted WORKER comes back without a restart counted; its old pod goes.
+    wait_until(
+        lambda: (
+            (p := get_or_none(cluster, "pod", f"{EVICTED}-worker-0", "-n", namespace))
+            and p["metadata"]["uid"] != evicted_uid
+        ),
+        timeout=60,
+        what=f"{EVICTED}-worker-0 recreated",
+    )
+    status = get_json(cluster, "tfjob", EVICTED, "-n", namespace)["status"]
+    assert status.get("restartCount", 0) == 0, status
+    [uncounted] = status["uncountedRestarts"]
+    assert (uncounted["uid"], uncounted["reason"]) == (evicted_uid, "EvictionByEvictionAPI")
+    wait_until(
+        lambda: get_or_none(cluster, "pod", f"{FATAL}-worker-0", "-n", namespace) is None,
+        what=f"{FATAL}-worker-0 let go",
+    )
