@@ -50,7 +50,9 @@ after a while. Scenarios, each in a namespace of its own:
    pods run, then back;
 14. slow-api: every pod create held 25 s by an admission webhook while API
    Priority and Fairness rejects what does not fit the operator's few seats;
-15. start-failure: jobs whose containers can never start (StartError).
+15. start-failure: jobs whose containers can never start (StartError);
+16. operator-away: the operator stopped 30 s while pods fail, are evicted
+   and deleted: each waits on the tracking finalizer and is judged on its return.
 
 For each: duplicate pods (more than one pod per replica, or more creations
 than replicas; in 6 and 7, where pods are recreated by design, a pod created

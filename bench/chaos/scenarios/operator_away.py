@@ -1,4 +1,4 @@
-"""Scenario 10, operator-away: pods that fail or are evicted, and are
+"""Scenario 16, operator-away: pods that fail or are evicted, and are
 deleted, while no operator runs (issue 49).
 
 40 TFJobs (a MASTER that ends after a while, two WORKERs) run; the operator

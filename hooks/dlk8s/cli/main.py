@@ -27,6 +27,7 @@ from dlk8s.runtime.client import Kube, load_api_client
 from dlk8s.runtime.clock import seconds_left
 from dlk8s.runtime.controller import API_PARALLELISM, WORKERS, Controller
 from dlk8s.runtime.health import Health
+from dlk8s.runtime.orphans import being_uninstalled
 from dlk8s.runtime.passes import STUCK_PASS_SECONDS
 
 log = logging.getLogger("dlk8s")
@@ -136,6 +137,13 @@ RUN_FLAGS: Final = (
         "act only while holding the leader Lease (alone, or =true/false)",
         _truthy,
         "optional",
+    ),
+    RunFlag(
+        "--deployment",
+        "DEPLOYMENT",
+        "",
+        "NAMESPACE/NAME of the operator's own Deployment: gone as the operator"
+        " stops, it is being uninstalled and lets go of every pod (the chart sets it)",
     ),
     RunFlag(
         "--leader-election-namespace",
@@ -338,6 +346,11 @@ def run(args: argparse.Namespace) -> NoReturn:
         server.start()
     metrics.register_jobs_collector(controller.count_jobs)
 
+    if args.deployment and being_uninstalled(kube, args.deployment):
+        log.warning(
+            "the Deployment named by --deployment is not there: an uninstall will not be seen",
+            extra={"target": args.deployment},
+        )
     if election is not None:
         election.start()
     else:
@@ -345,7 +358,11 @@ def run(args: argparse.Namespace) -> NoReturn:
 
     until_stopped(stop)
     began = time.monotonic()
-    _stop_work(controller, autoscaler, election)
+    _stop_work(controller, autoscaler)
+    if args.deployment and being_uninstalled(kube, args.deployment):
+        _let_go(controller, work)  # while it leads: the work writes only then
+    if election is not None:
+        election.release()  # the work stopped first: never two writers
     for server in servers:
         server.stop()
     log.info("stopped", extra={"duration": round(time.monotonic() - began, 1)})
@@ -380,18 +397,23 @@ def _servers(
     return servers
 
 
-def _stop_work(
-    controller: Controller, autoscaler: AutoscalerLoop | None, election: leader.Election | None
-) -> None:
-    # The work stops before the lease is handed over: never two writers. One
-    # deadline for all of it, so that the lease is handed back well before
-    # the kubelet's SIGKILL (30 s) leaves it to expire.
+def _stop_work(controller: Controller, autoscaler: AutoscalerLoop | None) -> None:
+    # One deadline for all of it, so that the lease is handed back well
+    # before the kubelet's SIGKILL (30 s) leaves it to expire.
     deadline = time.monotonic() + WORK_STOP_SECONDS
     if autoscaler is not None:
         autoscaler.stop(seconds_left(deadline))
     controller.stop(seconds_left(deadline))
-    if election is not None:
-        election.release()
+
+
+def _let_go(controller: Controller, work: Kube) -> None:
+    """The operator is being uninstalled: no one is left to count the pods'
+    ends, and its finalizer would hold every later delete of one."""
+    released, failed = controller.orphans.release_everything(work)
+    log.info(
+        "uninstalled: the pods' tracking finalizer removed",
+        extra={"action": f"{released} pods", **({"error": f"{failed} failed"} if failed else {})},
+    )
 
 
 def until_stopped(stop: threading.Event) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlk8s.job.objects import Obj, as_dict, as_str
-from dlk8s.job.vocabulary import EventType, Reason
+from dlk8s.job.objects import Obj, as_dict, as_list, as_str, dig
+from dlk8s.job.vocabulary import TRACKING_FINALIZER, EventType, Reason
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,9 @@ class Delete:
     name: str
     uid: str | None
     event: Event | None = None
+    # Applied just before the delete: our tracking finalizer off a pod
+    # whose end the pass that deletes it has acted on (release_of).
+    first: Patch | None = None
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,26 @@ def delete_of(obj: Obj, api_version: str, kind: str, event: Event | None = None)
         name=str(meta.get("name") or ""),
         uid=uid if isinstance(uid, str) else None,
         event=event,
+        first=release_of(obj) if kind == "Pod" and tracked(obj) else None,
+    )
+
+
+def tracked(pod: Obj) -> bool:
+    """Whether the pod carries our tracking finalizer (job.reconcile.tracking)."""
+    return TRACKING_FINALIZER in as_list(dig(pod, "metadata", "finalizers"))
+
+
+def release_of(pod: Obj) -> Patch:
+    """A merge patch of the pod's finalizers without ours. Its resourceVersion
+    makes it fail (Conflict) if another writer changed them meanwhile: the
+    pod's event runs the pass again, which patches the newer list."""
+    meta = as_dict(pod.get("metadata"))
+    rest = [f for f in as_list(meta.get("finalizers")) if f != TRACKING_FINALIZER]
+    patch: Obj = {"finalizers": rest or None}
+    if isinstance(meta.get("resourceVersion"), str):
+        patch["resourceVersion"] = meta["resourceVersion"]
+    return Patch(
+        "v1", "Pod", as_str(meta.get("namespace")), as_str(meta.get("name")), {"metadata": patch}
     )
 
 

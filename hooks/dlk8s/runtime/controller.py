@@ -262,7 +262,7 @@ class Controller:
         nothing once stop() was called (see runtime.lifecycle)."""
         if self.lifecycle.start():
             log.info("controller started", extra={"action": f"{self.lifecycle.workers} workers"})
-            if gone := self.orphans.release_all():
+            if gone := self.orphans.release_gone():
                 log.info("pods of deleted jobs released", extra={"action": f"{gone} job(s)"})
 
     @property

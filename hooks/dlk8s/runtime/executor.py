@@ -21,6 +21,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Executor as Pool
 from concurrent.futures import Future
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, ParamSpec, Protocol, TypeVar
@@ -239,16 +240,15 @@ class Executor:
                 return create_fresh_secret(self.api, action.obj, action.fresh)
             return self._create(job, action.obj)
         if isinstance(action, Delete):
+            if action.first is not None:
+                # Gone or changed since the pass read it, deleted all the same:
+                # being deleted, the pod is let go by the pass its event runs.
+                self._patch(action.first)
             return self._delete(
                 action.api_version, action.kind, action.namespace, action.name, action.uid
             )
         if isinstance(action, Patch):
-            try:
-                self.api.patch(
-                    action.api_version, action.kind, action.namespace, action.name, action.patch
-                )
-            except (NotFoundError, ConflictError):
-                return False  # gone, or (a uid in the patch) a newer object of that name
+            self._patch(action)
         elif isinstance(action, ReplaceStatus):
             self.api.replace_status(action.obj)
             return True
@@ -258,6 +258,14 @@ class Executor:
                 job["apiVersion"], job["kind"], meta["namespace"], meta["name"], meta["uid"]
             )
         return False
+
+    def _patch(self, action: Patch) -> None:
+        """Not applied when the object is gone, or (a uid or resourceVersion
+        in the patch) changed since, or a newer one of that name."""
+        with suppress(NotFoundError, ConflictError):
+            self.api.patch(
+                action.api_version, action.kind, action.namespace, action.name, action.patch
+            )
 
     def _create(self, job: dict[str, Any], obj: dict[str, Any]) -> bool:
         try:

@@ -7,19 +7,62 @@ pod must not hang on the finalizer: it comes off the job's pods when the
 job's deletion is seen, off any pod of a job that is gone whose event
 comes later (a patch that lost a race with the garbage collector's delete),
 and, once the caches are full at start-up, off the pods of jobs deleted
-while no operator ran.
+while no operator ran. When the operator itself is being uninstalled (its
+Deployment gone as it stops), no one is left to count anything: it comes
+off every pod, so that deleting a job or a namespace later is not held up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import Executor as Pool
+from concurrent.futures import ThreadPoolExecutor
 
-from dlk8s.job.objects import Obj
-from dlk8s.job.reconcile.tracking import release, tracked
+from dlk8s.job.actions import release_of, tracked
+from dlk8s.job.objects import Obj, dig
 from dlk8s.runtime.childindex import ChildIndex, controller_ref
+from dlk8s.runtime.client import Kube
+from dlk8s.runtime.errors import ApiError, ConflictError, NotFoundError, TransportError
 from dlk8s.runtime.executor import Executor
 from dlk8s.runtime.informer import Cache
+
+# Tries of one pod's release at uninstall: a patch that finds the pod
+# changed since it was read reads it again.
+RELEASE_TRIES = 3
+
+
+def being_uninstalled(kube: Kube, deployment: str) -> bool | None:
+    """Whether the operator's Deployment ("namespace/name") is gone or being
+    deleted, as on `helm uninstall`, rather than rolled out or scaled; None
+    when the API server cannot say."""
+    namespace, _, name = deployment.partition("/")
+    try:
+        found = kube.get("apps/v1", "Deployment", namespace, name)
+    except NotFoundError:
+        return True
+    except (ApiError, TransportError):
+        return None
+    return bool(dig(found, "metadata", "deletionTimestamp"))
+
+
+def release_pod(kube: Kube, pod: Obj) -> bool:
+    """Our finalizer off one pod, read again when it changed meanwhile;
+    whether it is off (or the pod gone)."""
+    for _ in range(RELEASE_TRIES):
+        if not tracked(pod):
+            return True
+        action = release_of(pod)
+        try:
+            kube.patch(action.api_version, action.kind, action.namespace, action.name, action.patch)
+            return True
+        except NotFoundError:
+            return True
+        except ConflictError:
+            try:
+                pod = kube.get("v1", "Pod", action.namespace, action.name)
+            except NotFoundError:
+                return True
+    return False
 
 
 class Orphans:
@@ -33,7 +76,7 @@ class Orphans:
 
     def release(self, uid: str) -> None:
         """The finalizer off the pods of the job `uid`, which is gone."""
-        patches = [release(pod) for pod in self._children.observed(uid).pods if tracked(pod)]
+        patches = [release_of(pod) for pod in self._children.observed(uid).pods if tracked(pod)]
         if patches:
             self._pool.submit(self._executor.execute, {"metadata": {"uid": uid}}, list(patches))
 
@@ -48,13 +91,33 @@ class Orphans:
         job = cache.get_by_key(f"{namespace}/{owner.get('name', '')}") if cache else None
         if job is None or job["metadata"].get("uid") != owner.get("uid"):
             self._pool.submit(
-                self._executor.execute, {"metadata": {"uid": owner["uid"]}}, [release(pod)]
+                self._executor.execute, {"metadata": {"uid": owner["uid"]}}, [release_of(pod)]
             )
 
-    def release_all(self) -> int:
+    def release_gone(self) -> int:
         """The pods of every job no cache holds; how many jobs had some."""
         alive = {job["metadata"].get("uid") for c in self._jobs.values() for job in c.list()}
         gone = [uid for uid in self._children.owners() if uid not in alive]
         for uid in gone:
             self.release(uid)
         return len(gone)
+
+    def release_everything(self, kube: Kube, parallel: int = 8) -> tuple[int, int]:
+        """Our finalizer off every pod the caches hold (the operator is being
+        uninstalled); (released, failed)."""
+        pods = [
+            pod
+            for uid in self._children.owners()
+            for pod in self._children.observed(uid).pods
+            if tracked(pod)
+        ]
+        with ThreadPoolExecutor(parallel, thread_name_prefix="release") as pool:
+            done = list(pool.map(lambda pod: _released(kube, pod), pods))
+        return sum(done), len(done) - sum(done)
+
+
+def _released(kube: Kube, pod: Obj) -> bool:
+    try:
+        return release_pod(kube, pod)
+    except (ApiError, TransportError):
+        return False

@@ -103,3 +103,39 @@ def test_a_failure_and_a_disruption_while_the_operator_is_stopped_count_when_it_
         lambda: get_or_none(cluster, "pod", f"{FATAL}-worker-0", "-n", namespace) is None,
         what=f"{FATAL}-worker-0 let go",
     )
+
+
+def test_an_operator_uninstalled_lets_go_of_every_pod(
+    cluster: LocalCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    """`helm uninstall` deletes the operator's Deployment, then its pods: as
+    it stops, an operator that finds its Deployment gone removes the
+    finalizer from every pod, so that no later delete waits on it. (Stopped
+    with its Deployment there, as in the test above, it keeps them.)"""
+    apply(cluster, namespace, tfjob("left"))
+    wait_for_pods(cluster, namespace, "left", {"left-master-0", "left-worker-0"})
+    # A stand-in for the chart's Deployment, which the other tests need.
+    labels = {"app": "stand-in"}
+    container = {"name": "operator", "image": "operator:1"}
+    apply(cluster, namespace, {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "stand-in"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    })  # fmt: skip
+    operator.stop()
+    env = {"DLK8S_DEPLOYMENT": f"{namespace}/stand-in"}
+    uninstalled = OperatorProcess(operator.install, name="uninstalled", env=env).start()
+    try:
+        cluster.kubectl("delete", "deployment", "stand-in", "-n", namespace)
+    finally:
+        assert uninstalled.stop() == 0, uninstalled.tail()
+        operator.start()
+    for name in ("left-master-0", "left-worker-0"):
+        pod = get_json(cluster, "pod", name, "-n", namespace)
+        assert FINALIZER not in pod["metadata"].get("finalizers", []), pod["metadata"]
+    assert "uninstalled: the pods' tracking finalizer removed" in uninstalled.tail(100_000)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dlk8s.job.actions import Patch
-from dlk8s.job.reconcile.tracking import release
+from dlk8s.job.actions import Delete, Patch, release_of
 from dlk8s.job.vocabulary import TRACKING_FINALIZER
 
 from ..support.endings import failure_rule, rules
@@ -41,9 +40,12 @@ def test_a_failure_deleted_while_no_operator_ran_fails_the_job_by_its_rule() -> 
     result = world.reconcile()
     assert result.status["state"] == "Failed", result.status
     assert result.status["reason"] == "PodFailurePolicy", result.status
-    # Only once that status is written does the pod go.
+    # Only once that status is written does the pod go; with it every pod
+    # the failed job keeps, and those it deletes just before.
     assert released(result.actions) == []
-    assert released(result.after_status) == [WORKER]
+    deletes = [a.name for a in result.actions if isinstance(a, Delete) and a.first]
+    assert sorted([*released(result.after_status), *deletes]) == sorted(PODS)
+    assert WORKER in released(result.after_status)
 
 
 def test_a_disruption_deleted_while_no_operator_ran_counts_no_restart() -> None:
@@ -65,6 +67,32 @@ def test_pods_not_being_deleted_keep_it() -> None:
     assert world.reconcile().after_status == []
 
 
+def test_a_pod_the_pass_deletes_loses_the_finalizer_just_before() -> None:
+    """The pass that deletes it has acted on its end (its restart is counted,
+    and kept on the replacement's restart-count annotation should the status
+    write be lost): its delete does not wait for another pass."""
+    world = running_world()
+    world.exit(WORKER, 1)
+    world.later(60)  # past the wait for its siblings' ends (reconcile.verdicts)
+    result = world.reconcile()
+    [delete] = [a for a in result.actions if isinstance(a, Delete) and a.name == WORKER]
+    assert delete.first is not None
+    assert delete.first.patch["metadata"]["finalizers"] is None
+    assert delete.first.name == WORKER
+
+
+def test_a_finished_job_lets_all_its_pods_go_once_its_status_is_written() -> None:
+    """Nothing is counted for a job that ended: a pod it keeps (cleanPodPolicy
+    None) is not held, and its namespace can go with no operator running."""
+    world = started(World(tfjob(runPolicy={"cleanPodPolicy": "None"})))
+    for name in PODS:
+        world.exit(name, 0)
+    result = world.reconcile()
+    assert result.status["state"] == "Succeeded", result.status
+    assert released(result.actions) == []
+    assert released(result.after_status) == sorted(PODS)
+
+
 def test_the_patch_keeps_other_finalizers_and_guards_on_the_version() -> None:
     pod = {
         "metadata": {
@@ -74,8 +102,8 @@ def test_the_patch_keeps_other_finalizers_and_guards_on_the_version() -> None:
             "finalizers": ["example.com/keep", TRACKING_FINALIZER],
         }
     }
-    patch = release(pod)
+    patch = release_of(pod)
     assert (patch.namespace, patch.name) == ("ns", "p")
     assert patch.patch == {"metadata": {"finalizers": ["example.com/keep"], "resourceVersion": "7"}}
     pod["metadata"]["finalizers"] = [TRACKING_FINALIZER]
-    assert release(pod).patch["metadata"]["finalizers"] is None
+    assert release_of(pod).patch["metadata"]["finalizers"] is None

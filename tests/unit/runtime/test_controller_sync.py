@@ -217,6 +217,26 @@ def test_a_failing_delete_still_writes_the_status_then_retries(
     assert controller.queue.failures(KEY) == 1
 
 
+def test_a_pod_the_pass_deletes_loses_our_finalizer_just_before_its_delete(
+    controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
+) -> None:
+    """Its end is acted on by that pass (job.reconcile.tracking): the delete
+    must not wait on our own finalizer for another pass."""
+    controller.sync(KEY)
+    watch_catches_up(controller, kube, job_caches)
+    stray = copy.deepcopy(kube.objects[("pods", "ns", "example-job-worker-0")])
+    stray["metadata"] |= {"name": "example-job-worker-9", "uid": "uid-stray"}
+    stray["metadata"]["labels"]["dlk8s.io/replica-index"] = "9"
+    controller.on_child("pods", ADDED)(stray)
+    before = len(kube.calls)
+    run_one(controller)
+    mine = [c for c in kube.calls[before:] if c[3] == "example-job-worker-9"]
+    assert mine == [
+        ("patch", "pods", "ns", "example-job-worker-9"),
+        ("delete", "pods", "ns", "example-job-worker-9"),
+    ]
+
+
 def test_a_restart_whose_caches_lag_writes_no_restart_for_a_pod_that_is_there(
     controller: Controller, kube: RecordingKube, job_caches: dict[str, Cache]
 ) -> None:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 from concurrent.futures import Future
 from typing import Any
 
 from dlk8s.job.actions import Patch
 from dlk8s.job.vocabulary import TRACKING_FINALIZER
 from dlk8s.runtime.childindex import ChildIndex
+from dlk8s.runtime.errors import ConflictError, NotFoundError
 from dlk8s.runtime.informer import ADDED, Cache
-from dlk8s.runtime.orphans import Orphans
+from dlk8s.runtime.orphans import Orphans, being_uninstalled
 
 
 class Recorded:
@@ -77,5 +79,57 @@ def test_at_start_up_the_pods_of_every_job_gone_are_let_go() -> None:
         pod("old-ps-0", "uid-0", "old"),
     ):
         index.apply("pods", ADDED, p)
-    assert found.release_all() == 1
+    assert found.release_gone() == 1
     assert recorded.patched == [("uid-0", ["old-worker-0", "old-ps-0"])]
+
+
+class Pods:
+    """Plays our client wrapper for the uninstall's release: pods by name,
+    and the Deployment, if any."""
+
+    def __init__(self, pods: list[dict[str, Any]], deployment: dict[str, Any] | None) -> None:
+        self.pods = {p["metadata"]["name"]: copy.deepcopy(p) for p in pods}
+        self.deployment = deployment
+        self.calls: list[tuple[str, str]] = []
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any]:
+        self.calls.append(("get", name))
+        found = self.deployment if kind == "Deployment" else self.pods.get(name)
+        if found is None:
+            raise NotFoundError(404, "Not Found", {})
+        return copy.deepcopy(found)
+
+    def patch(
+        self, api_version: str, kind: str, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
+        self.calls.append(("patch", name))
+        if name not in self.pods:
+            raise NotFoundError(404, "Not Found", {})
+        stored = self.pods[name]["metadata"]
+        if patch["metadata"].get("resourceVersion") != stored["resourceVersion"]:
+            raise ConflictError(409, "Conflict", {})
+        stored["finalizers"] = patch["metadata"]["finalizers"] or []
+        return stored
+
+
+def test_uninstalled_is_the_deployment_gone_or_going_not_one_that_is_there() -> None:
+    there = {"metadata": {"name": "dlk8s"}}
+    going = {"metadata": {"name": "dlk8s", "deletionTimestamp": "t"}}
+    assert being_uninstalled(Pods([], None), "dlk8s-system/dlk8s") is True  # type: ignore[arg-type]
+    assert being_uninstalled(Pods([], going), "dlk8s-system/dlk8s") is True  # type: ignore[arg-type]
+    assert being_uninstalled(Pods([], there), "dlk8s-system/dlk8s") is False  # type: ignore[arg-type]
+
+
+def test_at_uninstall_every_pod_is_let_go_read_again_when_it_changed() -> None:
+    kept = pod("j-worker-0", "uid-1", finalizers=("example.com/keep", TRACKING_FINALIZER))
+    moved = pod("j-worker-1", "uid-1")
+    found, index, _ = orphans({"j": "uid-1"})
+    for p in (kept, moved, pod("old-ps-0", "uid-0", "old"), pod("free-0", "uid-1", finalizers=())):
+        index.apply("pods", ADDED, p)
+    server = Pods([kept, moved, pod("free-0", "uid-1", finalizers=())], None)
+    server.pods["j-worker-1"]["metadata"]["resourceVersion"] = "6"  # changed since the cache
+    assert found.release_everything(server, parallel=1) == (3, 0)  # type: ignore[arg-type]
+    assert server.pods["j-worker-0"]["metadata"]["finalizers"] == ["example.com/keep"]
+    assert server.pods["j-worker-1"]["metadata"]["finalizers"] == []
+    assert ("patch", "free-0") not in server.calls  # untracked: nothing to do
+    assert server.calls.count(("patch", "j-worker-1")) == 2

@@ -49,9 +49,9 @@ from dlk8s.job.reconcile.dispatched import dispatched
 from dlk8s.job.reconcile.finished import finish
 from dlk8s.job.reconcile.invalid import invalid_verdict, spec_problems
 from dlk8s.job.reconcile.refused import Refusal
-from dlk8s.job.reconcile.tracking import releases
+from dlk8s.job.reconcile.tracking import deleted_pods, releases
 from dlk8s.job.reconcile.view import Result, read_job, with_pod_totals
-from dlk8s.job.vocabulary import Handling
+from dlk8s.job.vocabulary import Handling, State
 
 __all__ = ["Observed", "Refusal", "Result", "reconcile"]
 
@@ -72,8 +72,12 @@ def reconcile(job: Obj, observed: Observed, config: ControllerConfig, now: datet
     else:
         result = with_pod_totals(_path(view, config), view)
     # The pass's status records how the pods being deleted ended: once it
-    # is written, their finalizers come off (tracking.py).
-    return replace(result, after_status=[*result.after_status, *releases(view.children.pods)])
+    # is written, their finalizers come off; all of them once the job ended
+    # (tracking.py).
+    ended = as_dict(result.status).get("state") in (State.SUCCEEDED, State.FAILED)
+    # A pod the pass deletes lets go just before (actions.release_of).
+    kept = [p for p in view.children.pods if p.name not in deleted_pods(result.actions)]
+    return replace(result, after_status=[*result.after_status, *releases(kept, every=ended)])
 
 
 def _dispatchable(job: JobView) -> bool:
