@@ -235,9 +235,11 @@ class Controller:
 
     def on_child(self, group: str, event: str) -> Callable[[Obj], None]:
         def handle(obj: Obj) -> None:
-            if group == "pods" and event != DELETED:
-                self.orphans.seen(obj, self.synced)
             due = self.child_events.apply(group, event, obj)
+            if group == "pods" and event != DELETED:
+                # Filed first: the job's deletion, on another thread, lets
+                # go of the pods filed by then, and this of any after.
+                self.orphans.seen(obj, self.synced)
             if due is None:
                 return
             namespace = obj["metadata"].get("namespace", "")
@@ -382,6 +384,7 @@ class Controller:
         except Exception as err:
             raise ReconcileBugError(job, err) from err
         outcome = self.executor.execute(job, result.actions)
+        self.orphans.release_if_namespace_goes(uid, outcome.failures)
         status = result.status
         if outcome.refusals:
             status = self._refused(job, result, outcome)

@@ -102,7 +102,9 @@ def is_refusal(err: BaseException) -> bool:
         return False
     if isinstance(err, (BadRequestError, ForbiddenError, InvalidError)):
         return True
-    # A webhook that cannot be reached fails closed with 500 and says so.
+    # A webhook's denial carries the code the webhook chose, 500 among them,
+    # and its message names the admission webhook. One that cannot be
+    # reached fails closed with "failed calling webhook": an outage, retried.
     return isinstance(err, ApiError) and "admission webhook" in str(err.body.get("message", ""))
 
 

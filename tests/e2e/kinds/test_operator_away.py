@@ -24,6 +24,7 @@ from ..helpers import (
     get_json,
     get_or_none,
     job_manifest,
+    temporary_namespace,
     wait_for_phase,
     wait_for_pods,
     wait_for_state,
@@ -139,3 +140,19 @@ def test_an_operator_uninstalled_lets_go_of_every_pod(
         pod = get_json(cluster, "pod", name, "-n", namespace)
         assert FINALIZER not in pod["metadata"].get("finalizers", []), pod["metadata"]
     assert "uninstalled: the pods' tracking finalizer removed" in uninstalled.tail(100_000)
+
+
+def test_a_namespace_deleted_while_its_job_runs_goes(
+    cluster: LocalCluster, operator: OperatorProcess
+) -> None:
+    """The namespace deletes its pods first and its jobs only once they are
+    gone (ordered namespace deletion, GA in Kubernetes 1.34): the operator
+    lets the pods go though their job is still there."""
+    with temporary_namespace(cluster) as ns:
+        apply(cluster, ns, tfjob("doomed"))
+        wait_for_phase(cluster, ns, "TFJob", "doomed", "Running")
+    wait_until(
+        lambda: get_or_none(cluster, "namespace", ns) is None,
+        timeout=60,
+        what=f"namespace {ns} gone",
+    )

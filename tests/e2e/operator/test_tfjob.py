@@ -609,19 +609,34 @@ def test_no_requests_per_job_at_rest(
         apply(cluster, namespace, tfjob(f"idle-{i}", {"MASTER": 1, "WORKER": 1}))
     for i in range(5):
         wait_for_state(cluster, namespace, "TFJob", f"idle-{i}", "Running")
+
     # Earlier tests' namespaces are still being torn down; wait for that to end
     # so the minute below is quiet for everyone, not only for these jobs.
-    wait_until(
-        lambda: (
-            not [
-                ns
-                for ns in get_json(cluster, "namespaces")["items"]
-                if ns["status"].get("phase") == "Terminating"
-            ]
-        ),
-        timeout=120,
-        what="earlier namespaces to be gone",
-    )
+    def terminating() -> dict[str, Any]:
+        """Namespaces still going, with what their status says holds them
+        and their pods left."""
+        return {
+            ns["metadata"]["name"]: {
+                "conditions": [
+                    f"{c['type']}={c['status']}: {c.get('message', '')}"
+                    for c in ns["status"].get("conditions", [])
+                ],
+                "pods": {
+                    p["metadata"]["name"]: (
+                        p["metadata"].get("finalizers"),
+                        p["status"].get("phase"),
+                    )
+                    for p in get_json(cluster, "pods", "-n", ns["metadata"]["name"])["items"]
+                },
+            }
+            for ns in get_json(cluster, "namespaces")["items"]
+            if ns["status"].get("phase") == "Terminating"
+        }
+
+    try:
+        wait_until(lambda: not terminating(), timeout=120, what="earlier namespaces to be gone")
+    except AssertionError as err:
+        raise AssertionError(f"{err}: {terminating()}") from None
     time.sleep(3)  # let the last status writes and their watch events settle
     before_operator = _operator_requests(operator)
     before_server = _apiserver_requests(cluster)
@@ -650,7 +665,12 @@ def test_no_requests_per_job_at_rest(
     # operator keeps an answer a minute or more: runtime.access).
     assert all(operator_delta.get(k, 0) <= 1 for k in SCRAPES_OWN), operator_delta
     assert all(v <= 2 * 8 for k, v in operator_delta.items())  # at most watch re-connects
-    assert not {k: v for k, v in server_delta.items() if k[0] in ("GET", "LIST")}
+    # Lists only: the operator's own GETs are counted above, and the API
+    # server's count cannot tell them from the garbage collector's, which
+    # reads a pod's owner (GET tfjobs) some seconds after the pod appears or
+    # loses a finalizer, up to half a minute late after a namespace went
+    # (seen in the audit log, user generic-garbage-collector).
+    assert not {k: v for k, v in server_delta.items() if k[0] == "LIST"}
 
 
 # What reading /metrics makes the operator ask: who the caller is, and

@@ -50,3 +50,18 @@ def test_a_terminating_namespace_is_still_a_forbidden_request() -> None:
 def test_transport_and_terminal_errors_are_not_answers_of_the_server() -> None:
     assert not issubclass(errors.TransportError, errors.ApiError)
     assert not issubclass(errors.TerminalError, errors.ApiError)
+
+
+def test_a_webhook_s_denial_is_a_refusal_and_a_webhook_out_of_reach_an_outage() -> None:
+    """kube-apiserver's words: a denial names the admission webhook, with the
+    code the webhook chose; a call that failed says "failed calling webhook"."""
+    denied = 'admission webhook "policy.example.com" denied the request: no GPUs on Fridays'
+    unreachable = (
+        'Internal error occurred: failed calling webhook "policy.example.com": failed to call'
+        ' webhook: Post "https://policy.svc:443/validate": context deadline exceeded'
+    )
+    assert errors.is_refusal(api_error(500, "Internal Server Error", api_status(500, "x", denied)))
+    assert errors.is_refusal(api_error(403, "Forbidden", api_status(403, "Forbidden", denied)))
+    assert not errors.is_refusal(
+        api_error(500, "Internal Server Error", api_status(500, "InternalError", unreachable))
+    )

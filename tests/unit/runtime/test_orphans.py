@@ -4,24 +4,29 @@ from __future__ import annotations
 
 import copy
 from concurrent.futures import Future
+from types import SimpleNamespace
 from typing import Any
 
-from dlk8s.job.actions import Patch
 from dlk8s.job.vocabulary import TRACKING_FINALIZER
 from dlk8s.runtime.childindex import ChildIndex
 from dlk8s.runtime.errors import ConflictError, NotFoundError
+from dlk8s.runtime.executor import NamespaceDeletedError
 from dlk8s.runtime.informer import ADDED, Cache
 from dlk8s.runtime.orphans import Orphans, being_uninstalled
 
 
 class Recorded:
-    """Plays the executor and its pool: what would be patched, by job uid."""
+    """Plays the executor's API and the pool: the pods patched, in order."""
 
     def __init__(self) -> None:
-        self.patched: list[tuple[str, list[str]]] = []
+        self.patched: list[str] = []
+        self.api = self
 
-    def execute(self, job: dict[str, Any], actions: list[Patch]) -> None:
-        self.patched.append((job["metadata"]["uid"], [a.name for a in actions]))
+    def patch(
+        self, api_version: str, kind: str, namespace: str, name: str, patch: dict[str, Any]
+    ) -> dict[str, Any]:
+        self.patched.append(name)
+        return {}
 
     def submit(self, fn: Any, *args: Any) -> Future[None]:
         fn(*args)
@@ -47,20 +52,22 @@ def pod(
     }
 
 
-def orphans(jobs: dict[str, str]) -> tuple[Orphans, ChildIndex, Recorded]:
-    """`jobs`: name -> uid of the TFJobs still there."""
+def orphans(jobs: dict[str, str], api: Any = None) -> tuple[Orphans, ChildIndex, Recorded]:
+    """`jobs`: name -> uid of the TFJobs still there; `api`: what the patches
+    go to (else the Recorded, which also plays the pool)."""
     cache = Cache()
     for name, uid in jobs.items():
         cache.put(f"ns/{name}", {"metadata": {"name": name, "namespace": "ns", "uid": uid}})
     index, recorded = ChildIndex(), Recorded()
-    return Orphans(index, {"TFJob": cache}, recorded, recorded), index, recorded  # type: ignore[arg-type]
+    executor = SimpleNamespace(api=api or recorded)  # only its API is used
+    return Orphans(index, {"TFJob": cache}, executor, recorded), index, recorded  # type: ignore[arg-type]
 
 
 def test_a_pod_of_a_job_gone_or_replaced_by_a_namesake_is_let_go() -> None:
     found, _, recorded = orphans({"j": "new-uid"})
     found.seen(pod("j-worker-0", "old-uid"), synced=True)
     found.seen(pod("k-worker-0", "k-uid", job="k"), synced=True)
-    assert recorded.patched == [("old-uid", ["j-worker-0"]), ("k-uid", ["k-worker-0"])]
+    assert recorded.patched == ["j-worker-0", "k-worker-0"]
 
 
 def test_a_pod_of_a_live_job_untracked_or_seen_before_the_caches_are_full_is_kept() -> None:
@@ -80,7 +87,7 @@ def test_at_start_up_the_pods_of_every_job_gone_are_let_go() -> None:
     ):
         index.apply("pods", ADDED, p)
     assert found.release_gone() == 1
-    assert recorded.patched == [("uid-0", ["old-worker-0", "old-ps-0"])]
+    assert recorded.patched == ["old-worker-0", "old-ps-0"]
 
 
 class Pods:
@@ -133,3 +140,30 @@ def test_at_uninstall_every_pod_is_let_go_read_again_when_it_changed() -> None:
     assert server.pods["j-worker-1"]["metadata"]["finalizers"] == []
     assert ("patch", "free-0") not in server.calls  # untracked: nothing to do
     assert server.calls.count(("patch", "j-worker-1")) == 2
+
+
+def test_a_job_gone_lets_go_of_a_pod_that_changed_since_the_cache_showed_it() -> None:
+    """A namespace's deletion marks every pod deleted as it deletes the job:
+    the patch from the cache's copy conflicts, and the pod is read again
+    (no later event of the pod need come)."""
+    going = pod("j-worker-0", "uid-1")
+    server = Pods([going], None)
+    server.pods["j-worker-0"]["metadata"] |= {"resourceVersion": "6", "deletionTimestamp": "t"}
+    found, index, _ = orphans({}, api=server)
+    index.apply("pods", ADDED, going)
+    found.release("uid-1")
+    assert server.pods["j-worker-0"]["metadata"]["finalizers"] == []
+    assert server.calls == [("patch", "j-worker-0"), ("get", "j-worker-0"), ("patch", "j-worker-0")]
+
+
+def test_a_job_whose_namespace_goes_lets_go_of_its_pods_though_it_is_still_there() -> None:
+    """The namespace deletes its pods before its jobs (ordered namespace
+    deletion): a create refused as the namespace goes releases the pods."""
+    found, index, recorded = orphans({"j": "uid-1"})
+    index.apply("pods", ADDED, pod("j-worker-0", "uid-1"))
+    found.release_if_namespace_goes("uid-1", [ConflictError(409, "Conflict", {})])
+    assert recorded.patched == []
+    found.release_if_namespace_goes(
+        "uid-1", [NamespaceDeletedError("its namespace is being deleted")]
+    )
+    assert recorded.patched == ["j-worker-0"]

@@ -17,9 +17,13 @@ selects it (it publishes not-ready addresses, a terminating pod's too, so
 the dead address would still resolve), the pod no longer fills the slot,
 and the next pass creates the replacement under the first free name
 (childnames.free_pod_name) with the slot's name as its hostname. The stuck
-pod is left to its kubelet or to pod GC. Whether its going counts a restart
-is decided as for any pod that goes (restarts.py): not for a disruption
-(the taint manager's eviction, a drain), as one for a pod deleted by hand.
+pod is left to its kubelet or to pod GC. A pod that has ended (its kubelet
+answered) lingers only while a finalizer holds it: ours comes off after
+the status write of the pass that sees it (reconcile.tracking), and one
+held by someone else's is passed over too past the same wait, its event
+saying why. Whether its going counts a restart is decided as for any pod
+that goes (restarts.py): not for a disruption (the taint manager's
+eviction, a drain), as one for a pod deleted by hand.
 
 The Job controller creates the replacement as soon as the pod is
 terminating (podReplacementPolicy TerminatingOrFailed, its default without

@@ -14,7 +14,7 @@ and it comes off
   someone else (Result.after_status): what its end means is in the status;
 - off every pod once the job has ended (nothing more is counted) or is
   being deleted, and, by the runtime (runtime.orphans), off the pods of a
-  job that is gone.
+  job that is gone or whose namespace is being deleted.
 Unlike the Job controller's, the finalizer stays on a pod that ended while
 its job runs: a worker that succeeded and is deleted while no operator
 runs would otherwise be taken for lost and run again. The price: pods of a
