@@ -346,11 +346,15 @@ def run(args: argparse.Namespace) -> NoReturn:
         server.start()
     metrics.register_jobs_collector(controller.count_jobs)
 
-    if args.deployment and being_uninstalled(kube, args.deployment):
+    deployment = args.deployment
+    if deployment and being_uninstalled(kube, deployment):
+        # Else every stop would look like an uninstall.
         log.warning(
-            "the Deployment named by --deployment is not there: an uninstall will not be seen",
-            extra={"target": args.deployment},
+            "the Deployment named by --deployment is not there: the operator will"
+            " not tell an uninstall from a restart, and keeps the pods' finalizers",
+            extra={"target": deployment},
         )
+        deployment = ""
     if election is not None:
         election.start()
     else:
@@ -359,7 +363,7 @@ def run(args: argparse.Namespace) -> NoReturn:
     until_stopped(stop)
     began = time.monotonic()
     _stop_work(controller, autoscaler)
-    if args.deployment and being_uninstalled(kube, args.deployment):
+    if deployment and being_uninstalled(kube, deployment):
         _let_go(controller, work)  # while it leads: the work writes only then
     if election is not None:
         election.release()  # the work stopped first: never two writers

@@ -156,3 +156,26 @@ def test_a_namespace_deleted_while_its_job_runs_goes(
         timeout=60,
         what=f"namespace {ns} gone",
     )
+
+
+def test_an_operator_whose_deployment_was_never_there_keeps_the_finalizers(
+    cluster: LocalCluster, namespace: str, operator: OperatorProcess
+) -> None:
+    """A --deployment that names nothing at start-up would make every stop
+    look like an uninstall: the operator says so and keeps the finalizers."""
+    apply(cluster, namespace, tfjob("kept"))
+    wait_for_pods(cluster, namespace, "kept", {"kept-master-0", "kept-worker-0"})
+    operator.stop()
+    env = {"DLK8S_DEPLOYMENT": f"{namespace}/never-there"}
+    misnamed = OperatorProcess(operator.install, name="misnamed", env=env).start()
+    try:
+        wait_for_phase(cluster, namespace, "TFJob", "kept", "Running")
+    finally:
+        assert misnamed.stop() == 0, misnamed.tail()
+        operator.start()
+    for name in ("kept-master-0", "kept-worker-0"):
+        pod = get_json(cluster, "pod", name, "-n", namespace)
+        assert pod["metadata"].get("finalizers") == [FINALIZER], pod["metadata"]
+    log = misnamed.tail(100_000)
+    assert "the Deployment named by --deployment is not there" in log
+    assert "uninstalled: the pods' tracking finalizer removed" not in log
