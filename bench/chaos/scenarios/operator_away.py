@@ -60,6 +60,7 @@ def operator_away(suite: Suite) -> Row:
         evict(suite, ns, f"{name}-worker-0")
     time.sleep(max(0.0, AWAY - (time.monotonic() - began)))
     ops.replace(away)
+    away_for = time.monotonic() - began
     expected = dict.fromkeys(failed + evicted + calm, "Succeeded") | dict.fromkeys(fatal, "Failed")
     suite.judge(row, ns, expected, timeout=240)
     statuses = {name: job.get("status") or {} for name, job in suite.jobs(ns).items()}
@@ -69,7 +70,7 @@ def operator_away(suite: Suite) -> Row:
     row.wrong += len(uncounted) + len(charged) + len(by_rule)
     row.duplicates = overlaps(suite.ledger, ns)
     row.notes.append(
-        f"operator away {time.monotonic() - began:.0f}s; failures not counted {len(uncounted)},"
+        f"operator away {away_for:.0f}s; failures not counted {len(uncounted)},"
         f" restarts charged for an eviction {len(charged)}, FailJob not applied {len(by_rule)}"
     )
     row.restarts = ops.restarts
