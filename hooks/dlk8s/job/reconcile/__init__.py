@@ -76,7 +76,8 @@ def reconcile(job: Obj, observed: Observed, config: ControllerConfig, now: datet
     # (tracking.py).
     ended = as_dict(result.status).get("state") in (State.SUCCEEDED, State.FAILED)
     # A pod the pass deletes lets go just before (actions.release_of).
-    kept = [p for p in view.children.pods if p.name not in deleted_pods(result.actions)]
+    deleted = deleted_pods(result.actions)
+    kept = [p for p in view.children.pods if p.name not in deleted]
     return replace(result, after_status=[*result.after_status, *releases(kept, every=ended)])
 
 
